@@ -1,0 +1,69 @@
+# edit_lab: every target creates the virtual environment first if it is missing,
+# so a fresh clone needs nothing but Python 3.11+ and GNU make.
+#
+#   make lab        JupyterLab on notebooks/
+#   make test       the whole test suite
+#   make help       every target
+#
+# GPU users: pick the torch build before the first install, e.g.
+#   make install TORCH_SPEC='torch==2.6.0' TORCH_PIP_ARGS='--index-url <your CUDA wheel index>'
+# (to change it later: rm $(VENV)/.installed && make install).
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+PY = $(VENV)/bin/python
+STAMP = $(VENV)/.installed
+
+# torch is installed on its own, first: a CPU build is enough for the lab, and once
+# it is there `pip install -e .` is satisfied and pulls no multi-GB CUDA wheels.
+TORCH_SPEC ?= torch==2.13.0
+TORCH_PIP_ARGS ?=
+
+LAB_PORT ?= 8888
+# Open a browser only where there is a display to show it on.
+LAB_BROWSER = $(if $(DISPLAY),,--no-browser)
+
+.PHONY: help install lab demo test test-fast test-ui notebooks bench clean
+
+help: ## list the targets
+	@echo "Targets (each creates $(VENV) if it is missing):"
+	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-zA-Z_-]+):.*## (.*)/  make \1\t\2/' | expand -t 20
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install '$(TORCH_SPEC)' $(TORCH_PIP_ARGS)
+	$(PY) -m pip install -e '.[lab,test]'
+	@touch $(STAMP)
+
+install: $(STAMP) ## create the venv and install edit_lab with the lab and test extras
+
+lab: $(STAMP) ## start JupyterLab on notebooks/ (on 127.0.0.1, port LAB_PORT=8888)
+	@echo "JupyterLab: http://127.0.0.1:$(LAB_PORT)/lab  (the link with its token is printed below; Ctrl-C stops it)"
+	$(VENV)/bin/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --ServerApp.root_dir=notebooks $(LAB_BROWSER)
+
+demo: $(STAMP) ## a short EDiT run from the command line
+	$(PY) -m edit_lab demo
+
+test: $(STAMP) ## the whole test suite
+	$(PY) -m pytest
+
+test-fast: $(STAMP) ## unit tests only
+	$(PY) -m pytest tests/unit
+
+test-ui: $(STAMP) ## browser tests of the widgets (need chromium)
+	$(PY) -m pytest tests/ui
+
+notebooks: $(STAMP) ## execute every notebook with its default parameters
+	$(PY) -m edit_lab.tools.run_notebooks
+
+bench: $(STAMP) ## print the performance tables of the README
+	$(PY) benchmarks/run_all.py
+
+clean: ## remove runs/ and caches (keeps the venv)
+	rm -rf runs/ .pytest_cache/ build/ dist/
+	find . \( -path ./.git -o -path './$(VENV)' \) -prune -o -type d \( -name __pycache__ -o -name .ipynb_checkpoints \) -print0 | xargs -0 rm -rf

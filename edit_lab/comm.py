@@ -1,0 +1,185 @@
+"""The one place every collective goes through.
+
+Why one module: a reader should be able to list every byte the training moves by reading one file,
+and the timeline needs each collective's issue time, completion time, size and group. It is also
+where the simulated slow link of the sync group lives, so that EDiT's overlap can be shown on a
+laptop exactly as it would behave on a real network.
+
+Collectives are issued from the main thread, in the same order on every rank of a group; never from
+callbacks (the only callback records a completion time).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .events import EventLog
+from .mesh import Mesh
+
+
+@dataclass
+class LinkModel:
+    """A simulated sync-group link: latency plus bytes/bandwidth, one transfer at a time.
+
+    A delayed collective completes no earlier than its deadline
+        start = max(real completion, end of the previous transfer on the link)
+        deadline = start + latency + bytes / bandwidth
+    The real completion of a collective is the same moment on every participant (within
+    microseconds, as they all leave it together), and every participant sees the same sequence of
+    transfers, so every participant computes the same deadline without exchanging a message.
+    """
+
+    latency_s: float = 0.0
+    bandwidth_Bps: float = 0.0  # 0 -> unlimited
+    free_at: float = 0.0
+
+    @property
+    def active(self) -> bool:
+        return self.latency_s > 0 or self.bandwidth_Bps > 0
+
+    def transfer_time(self, nbytes: int) -> float:
+        return self.latency_s + (nbytes / self.bandwidth_Bps if self.bandwidth_Bps > 0 else 0.0)
+
+    def deadline(self, done: float, nbytes: int) -> float:
+        start = max(done, self.free_at)
+        self.free_at = start + self.transfer_time(nbytes)
+        return self.free_at
+
+
+@dataclass
+class Handle:
+    """An issued collective; `wait()` blocks until it (and its simulated link time) is complete."""
+
+    comm: "Comm"
+    work: Any
+    kind: str
+    group: str
+    unit: int | None
+    nbytes: int
+    t0: float
+    step: int
+    done_at: float | None = None
+    deadline: float | None = None  # end of the simulated link transfer, sync group only
+    finished: bool = False
+    result: Any = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _mark_done(self, _fut: Any = None) -> None:
+        with self._lock:
+            if self.done_at is None:
+                self.done_at = self.comm.clock.now()
+
+    def wait(self) -> Any:
+        if not self.finished:
+            self.comm._complete(self, waited=True)
+        return self.result
+
+
+class Comm:
+    """Issues collectives on the shard group, the sync group or the world, and records them."""
+
+    def __init__(self, mesh: Mesh, log: EventLog, link: LinkModel | None = None) -> None:
+        self.mesh = mesh
+        self.log = log
+        self.clock = log.clock
+        self.link = link or LinkModel()
+        self._pending_sync: list[Handle] = []  # sync-group handles not yet assigned a link deadline
+
+    # ------------------------------------------------------------------ groups
+    def group(self, name: str) -> dist.ProcessGroup | None:
+        if name == "shard":
+            return self.mesh.shard_group
+        if name == "sync":
+            return self.mesh.sync_group
+        if name == "world":
+            return None
+        raise ValueError(f"unknown group {name!r}")
+
+    def size(self, name: str) -> int:
+        return {"shard": self.mesh.shards, "sync": self.mesh.replicas, "world": self.mesh.world_size}[name]
+
+    # ------------------------------------------------------------------ collectives
+    def all_gather(self, out: torch.Tensor, inp: torch.Tensor, group: str, kind: str = "all_gather",
+                   unit: int | None = None, async_op: bool = False) -> Handle:
+        """out (size·n) <- concatenation of every member's inp (n)."""
+        if self.size(group) == 1:
+            out.copy_(inp)
+            return self._local(out)
+        work = dist.all_gather_into_tensor(out, inp, group=self.group(group), async_op=True)
+        return self._issue(work, kind, group, unit, out.numel() * out.element_size(), out, async_op)
+
+    def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, group: str, kind: str = "reduce_scatter",
+                       unit: int | None = None, async_op: bool = False, mean: bool = True) -> Handle:
+        """out (n) <- this member's slice of the sum (or mean) over members of inp (size·n)."""
+        n = self.size(group)
+        if n == 1:
+            out.copy_(inp)
+            return self._local(out)
+        if mean:
+            inp = inp / n  # divide first: the result is then independent of the summation grouping scale
+        work = dist.reduce_scatter_tensor(out, inp, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
+        return self._issue(work, kind, group, unit, inp.numel() * inp.element_size(), out, async_op)
+
+    def all_reduce(self, t: torch.Tensor, group: str, kind: str = "all_reduce", unit: int | None = None,
+                   async_op: bool = False) -> Handle:
+        """t <- sum over members of t (in place)."""
+        if self.size(group) == 1:
+            return self._local(t)
+        work = dist.all_reduce(t, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
+        return self._issue(work, kind, group, unit, t.numel() * t.element_size(), t, async_op)
+
+    def barrier(self) -> None:
+        dist.barrier()
+
+    # ------------------------------------------------------------------ internals
+    def _local(self, result: Any) -> Handle:
+        h = Handle(self, None, "local", "local", None, 0, self.clock.now(), self.log.step, finished=True)
+        h.result = result
+        return h
+
+    def _issue(self, work: Any, kind: str, group: str, unit: int | None, nbytes: int, result: Any,
+               async_op: bool) -> Handle:
+        h = Handle(self, work, kind, group, unit, nbytes, self.clock.now(), self.log.step)
+        h.result = result
+        try:  # not every backend/collective has a future; then completion is known only at wait()
+            work.get_future().add_done_callback(h._mark_done)
+        except RuntimeError:
+            pass
+        if group == "sync" and self.link.active:
+            self._pending_sync.append(h)
+        if not async_op:
+            self._complete(h, waited=False)
+        return h
+
+    def _deadline(self, h: Handle) -> float:
+        """Assign link deadlines in issue order, so every participant sees the same sequence of transfers."""
+        while h.deadline is None:
+            first = self._pending_sync.pop(0)
+            first.work.wait()
+            first._mark_done()
+            first.deadline = self.link.deadline(first.done_at, first.nbytes)
+        return h.deadline
+
+    def _complete(self, h: Handle, waited: bool) -> None:
+        w0 = self.clock.now()
+        h.work.wait()
+        h._mark_done()
+        end = h.done_at
+        if h.group == "sync" and self.link.active:
+            end = self._deadline(h)
+            delay = end - self.clock.now()
+            if delay > 0:
+                time.sleep(delay)
+        w1 = max(self.clock.now(), end)
+        h.finished = True
+        exposed = (w1 - w0) if waited else (w1 - h.t0)
+        self.log.add(h.kind, h.t0, end, unit=h.unit, nbytes=h.nbytes, group=h.group, step=h.step,
+                     exposed=exposed, overlapped=waited)
+        if waited:
+            self.log.add("wait", w0, w1, unit=h.unit, group=h.group, step=self.log.step, on=h.kind)

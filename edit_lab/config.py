@@ -1,0 +1,217 @@
+"""RunConfig: the one object that travels from a notebook, the CLI or a test to every worker.
+
+Every knob of a run lives here, with its default from `edit-method.md`. `validate()` refuses a bad
+value *before* any process starts, with one line that names the field and what is allowed, because a
+typo found by a spawned worker costs a minute of waiting and a traceback from four processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+METHODS = ("sync", "post_local_sgd", "diloco", "co2", "edit", "aedit")
+LOCAL_METHODS = ("post_local_sgd", "diloco", "co2", "edit", "aedit")
+INNER_OPTIMIZERS = ("adamw", "sgd")
+BACKENDS = ("auto", "gloo", "nccl")
+DEVICES = ("auto", "cpu", "cuda")
+CORRUPT_MODES = ("random", "shuffle", "corpus")
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot work; the message names the field and the allowed values."""
+
+
+@dataclass
+class RunConfig:
+    """Everything that defines a run. Field names are the CLI flags (`--sync-interval` for `sync_interval`)."""
+
+    # --- what to run ---
+    method: str = "sync"  # one of METHODS
+    shards: int = 2  # S: ranks holding one replica (shard group size)
+    replicas: int = 2  # R: sync group size
+    steps: int = 60  # inner optimizer steps
+    seed: int = 0
+    out: str | None = None  # run directory; None -> runs/<method>-<time>
+    # --- model and data ---
+    model: str = "tiny"  # a name of edit_lab.model.SIZES
+    seq_len: int = 64
+    batch_size: int = 8  # sequences per rank per step (a replica's batch is shards × batch_size)
+    data: str | None = None  # a text file; None -> Python's own reference docs (pydoc_data)
+    eval_every: int = 20  # steps between validation losses (0: only at the end)
+    eval_batches: int = 4
+    # --- inner optimizer ---
+    inner_optimizer: str = "adamw"
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = 1.0  # 0 disables inner gradient clipping
+    # --- local SGD family ---
+    warmup_steps: int = 10  # W: fully synchronous steps before local steps begin
+    sync_interval: int = 10  # tau: inner steps between syncs
+    outer_lr: float = 0.7
+    outer_momentum: float = 0.8
+    outer_nesterov: bool = True
+    prefetch: bool = True  # overlap unit l+1's sync with unit l's compute
+    cpu_offload: bool = False  # keep anchor and outer momentum on the CPU between syncs
+    # --- pseudo-gradient penalty (edit / aedit) ---
+    penalty_anomaly: bool = True
+    penalty_weighting: bool = True
+    penalty_clip: bool = True
+    penalty_alpha: float = 0.02
+    penalty_arming: int = 10  # E, in syncs
+    penalty_threshold: float = 3.0  # delta
+    penalty_temperature: float = 1.0  # T
+    penalty_clip_norm: float = 10.0  # phi
+    # --- trouble on purpose (teaching the penalty) ---
+    corrupt_replica: int = -1  # replica fed corrupted data, -1 for none
+    corrupt_from_step: int = 0
+    corrupt_mode: str = "random"
+    spike_replica: int = -1  # replica whose parameters are scaled once, -1 for none
+    spike_step: int = 0
+    spike_scale: float = 10.0
+    # --- A-EDiT ---
+    sync_period: float = 1.0  # T_sync, seconds of wall clock between syncs
+    min_sync_steps: int = 1  # N_min: fewer steps in a round over the sync group -> no sync, timers restart
+    step_weighting: bool = False
+    step_weight_mix: float = 0.5  # rho
+    # --- CO2 ---
+    staleness_penalty: float = 0.5
+    # --- stragglers and the simulated sync link ---
+    straggler_replicas: tuple[int, ...] = ()  # consistent stragglers
+    straggler_factor: float = 1.0  # their steps take k× as long
+    random_pause_prob: float = 0.0  # each step, each replica pauses with this probability
+    random_pause_ms: float = 0.0
+    link_latency_ms: float = 0.0  # simulated sync-group link; 0 and bandwidth 0 -> no simulation
+    link_bandwidth_mbps: float = 0.0  # megabytes per second; 0 -> unlimited
+    # --- processes and devices ---
+    backend: str = "auto"
+    device: str = "auto"
+    threads: int = 1  # torch threads per worker
+    timeout_s: float = 60.0  # a collective that waits longer ends the run
+    # --- checkpoints ---
+    checkpoint_every: int = 0  # in syncs; 0 disables
+    resume: str | None = None
+    progress: bool = True
+
+    # ------------------------------------------------------------------
+    @property
+    def world_size(self) -> int:
+        return self.shards * self.replicas
+
+    def replace(self, **changes: Any) -> "RunConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(d) - set(known))
+        if unknown:
+            raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
+        d = dict(d)
+        for tuple_field in ("betas", "straggler_replicas"):
+            if tuple_field in d and d[tuple_field] is not None:
+                d[tuple_field] = tuple(d[tuple_field])
+        return cls(**d)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "RunConfig":
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+    # ------------------------------------------------------------------
+    def validate(self, world_size: int | None = None) -> "RunConfig":
+        """Raise ConfigError naming the first bad field; return self so calls chain.
+
+        `world_size` is the process count imposed from outside (torchrun's WORLD_SIZE), if any.
+        """
+        from .model import SIZES  # late import: config must stay importable without torch
+
+        def bad(name: str, allowed: str) -> None:
+            raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed: {allowed}")
+
+        def choice(name: str, allowed: tuple[str, ...]) -> None:
+            if getattr(self, name) not in allowed:
+                bad(name, "one of " + ", ".join(allowed))
+
+        def at_least(name: str, lo: float) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < lo:
+                bad(name, f"a number >= {lo}")
+
+        choice("method", METHODS)
+        choice("inner_optimizer", INNER_OPTIMIZERS)
+        choice("backend", BACKENDS)
+        choice("device", DEVICES)
+        choice("corrupt_mode", CORRUPT_MODES)
+        if self.model not in SIZES:
+            bad("model", "one of " + ", ".join(SIZES))
+        for name in ("shards", "replicas", "steps", "seq_len", "batch_size", "sync_interval", "threads",
+                     "eval_batches", "min_sync_steps"):
+            at_least(name, 1)
+        for name in ("warmup_steps", "eval_every", "checkpoint_every", "seed", "corrupt_from_step", "spike_step"):
+            at_least(name, 0)
+        for name in ("weight_decay", "grad_clip", "outer_momentum", "link_latency_ms", "link_bandwidth_mbps",
+                     "random_pause_ms", "staleness_penalty"):
+            at_least(name, 0.0)
+        for name in ("lr", "outer_lr", "sync_period", "penalty_temperature", "penalty_clip_norm",
+                     "penalty_threshold", "timeout_s"):
+            at_least(name, 0.0)
+            if getattr(self, name) <= 0:
+                bad(name, "a number > 0")
+        at_least("straggler_factor", 1.0)
+        at_least("penalty_arming", 1)
+        if not 0.0 < self.penalty_alpha <= 1.0:
+            bad("penalty_alpha", "a number in (0, 1]")
+        if not 0.0 <= self.random_pause_prob <= 1.0:
+            bad("random_pause_prob", "a probability in [0, 1]")
+        if not 0.0 <= self.step_weight_mix <= 1.0:
+            bad("step_weight_mix", "a number in [0, 1]")
+        if self.outer_momentum >= 1.0:
+            bad("outer_momentum", "a number in [0, 1)")
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            bad("betas", "two numbers in [0, 1)")
+        from .model import get_size
+
+        if self.seq_len > get_size(self.model).max_seq_len:
+            bad("seq_len", f"at most {get_size(self.model).max_seq_len} for model {self.model!r}")
+        for name in ("corrupt_replica", "spike_replica"):
+            v = getattr(self, name)
+            if not -1 <= v < self.replicas:
+                bad(name, f"-1 (none) or a replica index in 0..{self.replicas - 1}")
+        for r in self.straggler_replicas:
+            if not 0 <= r < self.replicas:
+                bad("straggler_replicas", f"replica indices in 0..{self.replicas - 1}")
+        if self.data is not None and not Path(self.data).is_file():
+            bad("data", "a readable text file (or None for the default corpus)")
+        if self.resume is not None and not Path(self.resume).is_dir():
+            bad("resume", "an existing run or checkpoint directory")
+        if world_size is not None and world_size != self.world_size:
+            raise ConfigError(
+                f"shards×replicas={self.shards}×{self.replicas}={self.world_size} does not match the "
+                f"launcher's world size {world_size}: set --shards/--replicas so that their product is {world_size}"
+            )
+        return self
+
+
+def field_help() -> dict[str, str]:
+    """The trailing comment of each field, used as CLI help so docs and code never drift apart."""
+    import inspect
+    import re
+
+    src = inspect.getsource(RunConfig)
+    out: dict[str, str] = {}
+    for line in src.splitlines():
+        m = re.match(r"\s+(\w+): [^=]+= .*?#\s*(.*)$", line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out

@@ -1,0 +1,154 @@
+"""Start a run on this machine: one fresh Python process per rank, watched until it ends.
+
+Why fresh processes (`python -m edit_lab.worker`, i.e. the *spawn* start method) rather than
+`multiprocessing` from the caller: a worker then never re-imports a notebook or a user's script,
+and a crash in a worker can never take the notebook kernel down with it.
+
+The launcher owns the rendezvous store (a `TCPStore` on a port the OS picks), so two runs started at
+once never share a port. If a rank fails, every other rank is ended within seconds, and the error
+raised here names the rank and carries its traceback. Workers also ask the kernel to kill them if
+the launcher itself dies, so a restarted notebook leaves no orphans.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+import torch.distributed as dist
+
+from .config import RunConfig
+from .run import Run
+
+_OWN_FILES = ("progress", "summary.json", "metrics.jsonl", "trace.json", "model.pt", "penalty.jsonl", "syncs.jsonl")
+
+
+class WorkerError(RuntimeError):
+    """A rank failed; `.rank` is the first one that did and `.traceback` what it printed."""
+
+    def __init__(self, rank: int, traceback: str, run_dir: Path) -> None:
+        self.rank, self.traceback, self.run_dir = rank, traceback, run_dir
+        super().__init__(f"rank {rank} failed (run directory {run_dir}):\n{traceback}")
+
+
+def default_out(cfg: RunConfig) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("runs") / f"{cfg.method}-{cfg.shards}x{cfg.replicas}-{stamp}-{os.getpid()}-{time.monotonic_ns() % 10**6}"
+
+
+def prepare_out(cfg: RunConfig) -> Path:
+    out = Path(cfg.out) if cfg.out else default_out(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    for p in list(out.glob("events-rank*.jsonl")) + list(out.glob("error-rank*.txt")) + list(out.glob("rank*.log")):
+        p.unlink()
+    for name in _OWN_FILES:
+        (out / name).unlink(missing_ok=True)
+    return out
+
+
+def _worker_env(cfg: RunConfig) -> dict[str, str]:
+    env = dict(os.environ)
+    threads = str(cfg.threads)
+    env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, PYTHONUNBUFFERED="1")
+    # make the package importable in the worker even when it is used from a source checkout
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env
+
+
+def _stop(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
+    """SIGTERM every live worker, then SIGKILL whatever is still there after `grace_s`."""
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def _first_failure(out: Path, procs: list[subprocess.Popen]) -> tuple[int, str]:
+    """The rank whose error was written first is the cause; the others usually just lost their peers."""
+    errors = sorted(out.glob("error-rank*.txt"), key=lambda p: p.stat().st_mtime)
+    if errors:
+        rank = int(errors[0].stem.removeprefix("error-rank"))
+        return rank, errors[0].read_text()
+    for rank, p in enumerate(procs):
+        if p.returncode not in (0, None):
+            log = out / f"rank{rank}.log"
+            tail = log.read_text()[-4000:] if log.exists() else ""
+            return rank, f"exit code {p.returncode} (signal {-p.returncode} if negative)\n{tail}"
+    return -1, "unknown failure"
+
+
+def _read_progress(path: Path) -> tuple[int, int] | None:
+    try:
+        step, total = path.read_text().split()
+        return int(step), int(total)
+    except (OSError, ValueError):
+        return None
+
+
+def launch(cfg: RunConfig, stall_timeout_s: float | None = None) -> Run:
+    """Validate, spawn `cfg.world_size` ranks, show progress, and return the loaded Run.
+
+    Raises ConfigError before anything starts for a bad configuration, WorkerError if a rank fails,
+    and TimeoutError if no step completes for `stall_timeout_s` (default: 3 × the collective timeout).
+    """
+    cfg.validate()
+    out = prepare_out(cfg)
+    cfg = cfg.replace(out=str(out))
+    (out / "config.json").write_text(cfg.to_json())
+    stall_timeout_s = stall_timeout_s or max(3 * cfg.timeout_s, 60.0)
+    store = dist.TCPStore("127.0.0.1", 0, cfg.world_size + 1, is_master=True, wait_for_workers=False,
+                          timeout=__import__("datetime").timedelta(seconds=cfg.timeout_s))
+    env = _worker_env(cfg)
+    procs: list[subprocess.Popen] = []
+    bar = None
+    try:
+        for rank in range(cfg.world_size):
+            log = open(out / f"rank{rank}.log", "w")
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "edit_lab.worker", "--config", str(out / "config.json"), "--rank", str(rank),
+                 "--world-size", str(cfg.world_size), "--master-port", str(store.port)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env))
+            log.close()
+        if cfg.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=cfg.steps, desc=f"{cfg.method} {cfg.shards}×{cfg.replicas}", unit="step", leave=False)
+        last_change, last_step = time.monotonic(), -1
+        while True:
+            codes = [p.poll() for p in procs]
+            if any(c not in (None, 0) for c in codes):
+                time.sleep(0.2)  # let the failing rank finish writing its traceback
+                _stop(procs)
+                rank, tb = _first_failure(out, procs)
+                raise WorkerError(rank, tb, out)
+            if all(c == 0 for c in codes):
+                break
+            prog = _read_progress(out / "progress")
+            step = prog[0] if prog else 0
+            if step != last_step:
+                if bar is not None:
+                    bar.update(step - max(last_step, 0))
+                last_step, last_change = step, time.monotonic()
+            elif time.monotonic() - last_change > stall_timeout_s:
+                _stop(procs)
+                raise TimeoutError(f"no progress for {stall_timeout_s:.0f} s at step {step}; run directory {out}")
+            time.sleep(0.05)
+    except BaseException:
+        _stop(procs)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    return Run(out)

@@ -1,0 +1,83 @@
+"""The method interface: the few moments of a training step where methods differ.
+
+A step is always: `begin_step` → forward (calling `pre_unit(l)` before each unit's all-gather) →
+backward (reduce-scatter in the shard group) → `after_backward` → inner optimizer step →
+`after_optimizer`. Synchronous training, Post Local SGD, DiLoCo, CO2, EDiT and A-EDiT are each a
+handful of these hooks, so a reader can diff them side by side.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..comm import Comm
+from ..config import RunConfig
+from ..events import EventLog
+from ..sharding import ShardedModel
+
+
+class Method:
+    """Base class; also the behaviour every method shares (a synchronous gradient all-reduce)."""
+
+    name = "base"
+
+    def __init__(self, cfg: RunConfig, engine: ShardedModel) -> None:
+        self.cfg = cfg
+        self.engine = engine
+        self.comm: Comm = engine.comm
+        self.log: EventLog = engine.log
+        self.mesh = self.comm.mesh
+        self.step = 0
+        self.optimizer: torch.optim.Optimizer | None = None  # set by the worker
+
+    # ---------------------------------------------------------------- hooks
+    def begin_step(self, step: int) -> None:
+        self.step = step
+
+    def pre_unit(self, unit: int) -> None:
+        """Called in the forward right before unit `unit` is all-gathered in the shard group."""
+
+    def after_backward(self, step: int) -> None:
+        """Gradient shards are ready (already averaged over the shard group, D5)."""
+
+    def after_optimizer(self, step: int) -> None:
+        """The inner optimizer has updated this rank's shards."""
+
+    def finalize(self, step: int) -> None:
+        """End of training: leave every replica holding the model they agree on."""
+
+    def eval_shards(self) -> list[torch.Tensor]:
+        """The parameters to evaluate: the model every replica agrees on."""
+        return list(self.engine.shards)
+
+    def extra_state_numel(self) -> int:
+        """Values this method keeps per rank beyond parameters and inner optimizer state."""
+        return 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+    # ---------------------------------------------------------------- shared building blocks
+    def all_reduce_grads_over_sync_group(self) -> None:
+        """Average the gradient shards over the replicas: synchronous data parallel across the sync group.
+
+        Issued for every unit at once (asynchronously) and then waited for, so the transfers overlap
+        one another instead of queueing behind a Python loop.
+        """
+        R = self.mesh.replicas
+        if R == 1:
+            return
+        handles = []
+        for unit, p in enumerate(self.engine.shards):
+            if p.grad is None:
+                continue
+            handles.append((p, self.comm.all_reduce(p.grad, group="sync", kind="grad_all_reduce", unit=unit,
+                                                    async_op=True)))
+        for p, h in handles:
+            h.wait()
+            p.grad.div_(R)

@@ -1,0 +1,151 @@
+"""Writing the run directory: the only thing a launcher, a notebook or a test reads back.
+
+At the end of a run every rank sends its events, records and metrics to rank 0 (one
+`gather_object`, outside the training timeline), and rank 0 writes the whole directory. Doing it
+through rank 0 rather than each rank writing its own files means a `torchrun` run spread over
+several machines still ends with one complete directory on the first machine.
+
+    config.json          the RunConfig
+    events-rank{r}.jsonl one span per line (see events.py)
+    penalty.jsonl        one record per sync, unit and replica (EDiT's decisions)
+    metrics.jsonl        per step and replica: loss, tokens, time; eval rows: val_loss
+    summary.json         throughput, final losses, memory, per-replica accounting
+    model.pt             the final parameters every replica agrees on, as a plain state dict
+    trace.json           Chrome / Perfetto trace
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+
+from .config import RunConfig
+from .events import write_jsonl
+from .trace import chrome_trace
+
+if TYPE_CHECKING:
+    from .worker import Trainer
+
+
+def memory_report(trainer: "Trainer") -> dict[str, int]:
+    """Bytes this rank holds: parameter shards, inner optimizer state, method state (anchor, momentum…)."""
+    engine, opt = trainer.engine, trainer.optimizer
+    params = sum(p.numel() * p.element_size() for p in engine.shards)
+    opt_bytes = 0
+    for state in opt.state.values():
+        for v in state.values():
+            if torch.is_tensor(v) and v.dim() > 0:
+                opt_bytes += v.numel() * v.element_size()
+    method = trainer.method.extra_state_numel() * 4
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    out = {"params": params, "optimizer": opt_bytes, "method_state": method, "peak_rss": peak_rss}
+    if trainer.device.type == "cuda":
+        out["peak_cuda"] = int(torch.cuda.max_memory_allocated())
+    return out
+
+
+class RunWriter:
+    def __init__(self, out: Path, cfg: RunConfig, trainer: "Trainer", start_unix: float) -> None:
+        self.out, self.cfg, self.trainer, self.start_unix = out, cfg, trainer, start_unix
+
+    def write(self) -> None:
+        t = self.trainer
+        state = t.engine.full_state_dict(t.method.eval_shards())  # a shard-group collective: every rank joins
+        mine = {
+            "rank": t.mesh.rank,
+            "events": t.log.events,
+            "records": t.log.records,
+            "metrics": t.metrics,
+            "memory": memory_report(t),
+            "method": t.method.summary() if hasattr(t.method, "summary") else {},
+        }
+        gathered: list[Any] | None = [None] * t.mesh.world_size if t.mesh.rank == 0 else None
+        dist.gather_object(mine, gathered, dst=0)
+        if t.mesh.rank != 0:
+            return
+        assert gathered is not None
+        self.write_all(gathered, state)
+
+    def write_all(self, ranks: list[dict[str, Any]], state: dict[str, torch.Tensor]) -> None:
+        out, cfg = self.out, self.cfg
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(cfg.to_json())
+        events_all = []
+        for r in ranks:
+            write_jsonl(out / f"events-rank{r['rank']}.jsonl", r["events"])
+            events_all.extend(r["events"])
+        records = [rec for rec in ranks[0]["records"]]  # every rank holds the same per-sync records
+        write_jsonl(out / "penalty.jsonl", [x for x in records if x.get("kind") == "penalty"])
+        write_jsonl(out / "syncs.jsonl", [x for x in records if x.get("kind") != "penalty"])
+        metrics = merge_metrics([m for r in ranks for m in r["metrics"]])
+        write_jsonl(out / "metrics.jsonl", metrics)
+        torch.save(state, out / "model.pt")
+        summary = summarize(cfg, ranks, metrics, self.start_unix)
+        (out / "summary.json").write_text(json.dumps(summary, indent=2))
+        (out / "trace.json").write_text(json.dumps(chrome_trace(events_all, cfg)))
+
+
+def merge_metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (step, replica): the mean loss over the replica's shards, their tokens, the latest time."""
+    train: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
+    evals: dict[int, list[float]] = defaultdict(list)
+    for m in rows:
+        if m["kind"] == "train":
+            train[(m["step"], m["replica"])].append(m)
+        else:
+            evals[m["step"]].append(m["val_loss"])
+    out: list[dict[str, Any]] = []
+    for (step, replica), ms in sorted(train.items()):
+        out.append({"kind": "train", "step": step, "replica": replica,
+                    "loss": sum(m["loss"] for m in ms) / len(ms), "tokens": sum(m["tokens"] for m in ms),
+                    "t": max(m["t"] for m in ms), "dt": max(m["dt"] for m in ms)})
+    for step, vals in sorted(evals.items()):
+        out.append({"kind": "eval", "step": step, "val_loss": sum(vals) / len(vals),
+                    "val_loss_spread": max(vals) - min(vals)})
+    return out
+
+
+def summarize(cfg: RunConfig, ranks: list[dict[str, Any]], metrics: list[dict[str, Any]],
+              start_unix: float) -> dict[str, Any]:
+    train = [m for m in metrics if m["kind"] == "train"]
+    evals = [m for m in metrics if m["kind"] == "eval"]
+    wall = max((m["t"] for m in train), default=0.0)
+    per_replica: dict[int, dict[str, Any]] = {}
+    for r in range(cfg.replicas):
+        mine = [m for m in train if m["replica"] == r]
+        tokens = sum(m["tokens"] for m in mine)
+        end = max((m["t"] for m in mine), default=0.0)
+        waits = [e for rk in ranks for e in rk["events"] if e["replica"] == r and e["shard"] == 0
+                 and e["kind"] == "wait" and e["group"] == "sync"]
+        per_replica[r] = {
+            "tokens": tokens,
+            "steps": len(mine),
+            "tokens_per_s": tokens / end if end > 0 else 0.0,
+            "sync_wait_s": sum(e["t1"] - e["t0"] for e in waits),
+            "final_train_loss": mine[-1]["loss"] if mine else None,
+        }
+    total_tokens = sum(v["tokens"] for v in per_replica.values())
+    method_info = next((r["method"] for r in ranks if r["rank"] == 0), {})
+    return {
+        "method": cfg.method,
+        "shards": cfg.shards,
+        "replicas": cfg.replicas,
+        "steps": cfg.steps,
+        "model": cfg.model,
+        "start_unix": start_unix,
+        "wall_s": wall,
+        "tokens": total_tokens,
+        "tokens_per_s": total_tokens / wall if wall > 0 else 0.0,
+        "step_time_s": wall / cfg.steps if cfg.steps else 0.0,
+        "final_val_loss": evals[-1]["val_loss"] if evals else None,
+        "final_train_loss": sum(v["final_train_loss"] or 0.0 for v in per_replica.values()) / cfg.replicas,
+        "per_replica": {str(k): v for k, v in per_replica.items()},
+        "memory": {str(r["rank"]): r["memory"] for r in ranks},
+        "method_info": method_info,
+    }

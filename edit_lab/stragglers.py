@@ -1,0 +1,61 @@
+"""Simulated stragglers: seeded, deterministic, the same on every rank.
+
+Two kinds, as in the paper's experiments:
+- *consistent*: chosen replicas run k× slower; each of their steps is stretched by sleeping
+  (k − 1) × the compute time it just measured, so the slowdown follows the real compute;
+- *random*: each step, each replica pauses `random_pause_ms` with probability `random_pause_prob`,
+  drawn from a generator seeded by (seed, replica, step), so a rerun pauses at the same steps.
+
+A pause is recorded as a `straggle` event so the timeline shows who held whom up.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from .config import RunConfig
+from .data import mix_seed
+from .events import EventLog
+
+
+@dataclass
+class StragglerModel:
+    seed: int = 0
+    slow_replicas: tuple[int, ...] = ()
+    factor: float = 1.0
+    pause_prob: float = 0.0
+    pause_s: float = 0.0
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig) -> "StragglerModel":
+        return cls(cfg.seed, tuple(cfg.straggler_replicas), cfg.straggler_factor, cfg.random_pause_prob,
+                   cfg.random_pause_ms / 1e3)
+
+    def random_pause(self, step: int, replica: int) -> float:
+        """Seconds of random pause for this replica at this step (0 most of the time)."""
+        if self.pause_prob <= 0 or self.pause_s <= 0:
+            return 0.0
+        gen = torch.Generator().manual_seed(mix_seed(self.seed, replica, step, 0x57A6))
+        return self.pause_s if float(torch.rand((), generator=gen)) < self.pause_prob else 0.0
+
+    def delay(self, step: int, replica: int, compute_s: float) -> tuple[float, str | None]:
+        """(seconds to sleep, reason) for this replica after a step whose compute took `compute_s`."""
+        d, why = 0.0, None
+        if replica in self.slow_replicas and self.factor > 1.0:
+            d, why = (self.factor - 1.0) * compute_s, "consistent"
+        extra = self.random_pause(step, replica)
+        if extra > 0:
+            d, why = d + extra, ("random" if why is None else "consistent+random")
+        return d, why
+
+    def pause(self, step: int, replica: int, compute_s: float, log: EventLog) -> float:
+        d, why = self.delay(step, replica, compute_s)
+        if d <= 0:
+            return 0.0
+        t0 = log.clock.now()
+        time.sleep(d)
+        log.add("straggle", t0, log.clock.now(), reason=why, planned=d)
+        return d

@@ -1,0 +1,228 @@
+"""One rank of a run: the training loop every launcher (ours, torchrun, a test) ends up in.
+
+Run as `python -m edit_lab.worker --config CFG.json --rank R --world-size N --master-port P` by
+`edit_lab.launch`, or under torchrun (`torchrun ... -m edit_lab.worker --config CFG.json`), where
+RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT / GROUP_RANK come from the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import datetime
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from .comm import Comm, LinkModel
+from .config import RunConfig
+from .data import Corpus, corrupt_batch, load_corpus, mix_seed, train_batch, val_batches
+from .events import Clock, EventLog
+from .mesh import Mesh
+from .methods import make_method
+from .model import build_model
+from .rundir import RunWriter
+from .sharding import ShardedModel
+from .stragglers import StragglerModel
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to kill this worker when its launcher dies: a notebook kernel restart leaves no orphans."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+def resolve_device(cfg: RunConfig, local_rank: int) -> torch.device:
+    want = cfg.device
+    if want == "auto":
+        want = "cuda" if torch.cuda.is_available() else "cpu"
+    if want == "cuda":
+        torch.cuda.set_device(local_rank % torch.cuda.device_count())
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def resolve_backend(cfg: RunConfig, device: torch.device) -> str:
+    if cfg.backend != "auto":
+        return cfg.backend
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+def make_optimizer(cfg: RunConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """The inner optimizer, on this rank's shards only (elementwise, so sharding does not change it)."""
+    if cfg.inner_optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    return torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+class Trainer:
+    """Holds one rank's state and runs the steps; separated from `main` so tests can drive it."""
+
+    def __init__(self, cfg: RunConfig, mesh: Mesh, device: torch.device, clock: Clock) -> None:
+        self.cfg, self.mesh, self.device = cfg, mesh, device
+        self.log = EventLog(mesh.rank, mesh.replica, mesh.shard, clock)
+        link = LinkModel(cfg.link_latency_ms / 1e3, cfg.link_bandwidth_mbps * 1e6)
+        self.comm = Comm(mesh, self.log, link)
+        model = build_model(cfg.model, cfg.seed)
+        self.engine = ShardedModel(model, self.comm, device)
+        self.method = make_method(cfg, self.engine)
+        self.optimizer = make_optimizer(cfg, self.engine.shards)
+        self.method.optimizer = self.optimizer
+        self.corpus = Corpus.from_bytes(load_corpus(cfg.data))
+        self.other_corpus: Corpus | None = None
+        self.val = val_batches(self.corpus, cfg.eval_batches, cfg.batch_size, cfg.seq_len, cfg.seed)
+        self.stragglers = StragglerModel.from_config(cfg)
+        self.metrics: list[dict] = []
+        self.start_step = 0
+
+    # ------------------------------------------------------------------ data
+    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        cfg, m = self.cfg, self.mesh
+        x, y = train_batch(self.corpus, step, m.replica, m.shard, cfg.batch_size, cfg.seq_len, cfg.seed)
+        if m.replica == cfg.corrupt_replica and step >= cfg.corrupt_from_step:
+            if cfg.corrupt_mode == "corpus" and self.other_corpus is None:
+                self.other_corpus = Corpus.from_bytes(bytes(range(256)) * 4096)
+            gen = torch.Generator().manual_seed(mix_seed(cfg.seed, m.replica, m.shard, step, 7))
+            x, y = corrupt_batch(x, y, cfg.corrupt_mode, gen, self.other_corpus)
+        return x.to(self.device), y.to(self.device)
+
+    # ------------------------------------------------------------------ one step
+    def train_step(self, step: int) -> float:
+        cfg, log, clock = self.cfg, self.log, self.log.clock
+        log.step = step
+        t_begin = clock.now()
+        self.method.begin_step(step)
+        x, y = self.batch(step)
+        t_compute = clock.now()
+        loss = self.engine.forward(x, y, hooks=self.method)
+        self.engine.backward(loss)
+        compute_s = clock.now() - t_compute
+        self.stragglers.pause(step, self.mesh.replica, compute_s, log)
+        self.method.after_backward(step)
+        if cfg.grad_clip > 0:
+            self.engine.grad_norm_(cfg.grad_clip)
+        with log.span("optimizer"):
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        if step == cfg.spike_step and self.mesh.replica == cfg.spike_replica:
+            with torch.no_grad():
+                for p in self.engine.shards:
+                    p.mul_(cfg.spike_scale)
+        self.method.after_optimizer(step)
+        t_end = clock.now()
+        value = float(loss.detach())
+        self.metrics.append({"kind": "train", "step": step, "rank": self.mesh.rank, "replica": self.mesh.replica,
+                             "shard": self.mesh.shard, "loss": value, "tokens": x.numel(), "t": t_end,
+                             "dt": t_end - t_begin})
+        return value
+
+    @torch.no_grad()
+    def evaluate(self, step: int) -> float:
+        with self.log.span("eval"):
+            shards = self.method.eval_shards()
+            losses = [float(self.engine.forward(x.to(self.device), y.to(self.device), shards=shards, grad=False))
+                      for x, y in self.val]
+        value = sum(losses) / len(losses)
+        self.metrics.append({"kind": "eval", "step": step, "rank": self.mesh.rank, "replica": self.mesh.replica,
+                             "shard": self.mesh.shard, "val_loss": value, "t": self.log.clock.now()})
+        return value
+
+    def run(self, progress: "ProgressFile | None" = None) -> None:
+        cfg = self.cfg
+        for step in range(self.start_step, cfg.steps):
+            self.train_step(step)
+            if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
+                self.evaluate(step + 1)
+            if progress is not None:
+                progress.write(step + 1, cfg.steps)
+        self.log.step = cfg.steps
+        self.method.finalize(cfg.steps)
+        self.evaluate(cfg.steps)
+
+
+class ProgressFile:
+    """Rank 0 tells the launcher how far it got, through a tiny file (works under torchrun too)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._last = 0.0
+
+    def write(self, step: int, total: int) -> None:
+        now = time.monotonic()
+        if step < total and now - self._last < 0.1:
+            return
+        self._last = now
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(f"{step} {total}\n")
+        os.replace(tmp, self.path)
+
+
+def run_rank(cfg: RunConfig, rank: int, world_size: int, local_rank: int, init_method: str | None = None,
+             store: dist.Store | None = None) -> None:
+    """Initialise the process group, train, and write this rank's share of the run directory."""
+    torch.set_num_threads(cfg.threads)
+    out = Path(cfg.out)
+    device = resolve_device(cfg, local_rank)
+    backend = resolve_backend(cfg, device)
+    dist.init_process_group(backend, init_method=init_method, store=store, rank=rank, world_size=world_size,
+                            timeout=datetime.timedelta(seconds=cfg.timeout_s))
+    trainer: Trainer | None = None
+    try:
+        mesh = Mesh.build(cfg.shards, cfg.replicas, device.type)
+        clock = Clock()
+        trainer = Trainer(cfg, mesh, device, clock)
+        start_unix = torch.tensor([time.time()], dtype=torch.float64)
+        dist.broadcast(start_unix, src=0)
+        dist.barrier()
+        clock.reset()  # the common start: every rank leaves the barrier at (nearly) the same moment
+        progress = ProgressFile(out / "progress") if rank == 0 else None
+        trainer.run(progress)
+        RunWriter(out, cfg, trainer, float(start_unix)).write()
+    except BaseException:
+        (out / f"error-rank{rank}.txt").write_text(traceback.format_exc())
+        if trainer is not None:
+            trainer.log.write(out / f"events-rank{rank}.jsonl")
+        raise
+    dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description="one rank of an edit_lab run (use `python -m edit_lab run` instead)")
+    ap.add_argument("--config", required=True, help="config.json written by the launcher or the CLI")
+    ap.add_argument("--rank", type=int, default=None)
+    ap.add_argument("--world-size", type=int, default=None)
+    ap.add_argument("--master-addr", default="127.0.0.1")
+    ap.add_argument("--master-port", type=int, default=None)
+    args = ap.parse_args(argv)
+    _die_with_parent()
+    cfg = RunConfig.load(args.config)
+    if args.rank is None:  # torchrun: everything comes from the environment
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        cfg.validate(world_size=world)
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        Path(cfg.out).mkdir(parents=True, exist_ok=True)
+        kwargs: dict = {"init_method": "env://"}
+    else:  # our launcher: it hosts the rendezvous store, we are its clients
+        rank, world, local_rank = args.rank, args.world_size, args.rank
+        store = dist.TCPStore(args.master_addr, args.master_port, world, is_master=False,
+                              timeout=datetime.timedelta(seconds=cfg.timeout_s))
+        kwargs = {"store": store}
+    try:
+        run_rank(cfg, rank, world, local_rank, **kwargs)
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)  # never hang in interpreter shutdown with a broken process group
+
+
+if __name__ == "__main__":
+    main()
