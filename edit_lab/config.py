@@ -20,6 +20,7 @@ INNER_OPTIMIZERS = ("adamw", "sgd")
 BACKENDS = ("auto", "gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")
 CORRUPT_MODES = ("random", "shuffle", "corpus")
+FAULT_KINDS = ("raise", "kill", "hang", "nan")  # edit_lab.faults implements them
 
 
 class ConfigError(ValueError):
@@ -96,6 +97,11 @@ class RunConfig:
     # --- checkpoints ---
     checkpoint_every: int = 0  # in syncs; 0 disables
     resume: str | None = None
+    checksums: bool = False  # record a CRC of θ and of the anchor per unit after every sync (for tests)
+    # --- faults on purpose (teaching and testing failure handling) ---
+    fault_rank: int = -1  # rank that fails on purpose, -1 for none
+    fault_step: int = 0  # step at whose start (after whose forward, for nan) it fails
+    fault_kind: str = "raise"  # raise, kill (SIGKILL itself), hang (peers hit timeout_s) or nan (its loss)
     progress: bool = True
 
     # ------------------------------------------------------------------
@@ -195,6 +201,12 @@ class RunConfig:
             bad("data", "a readable text file (or None for the default corpus)")
         if self.resume is not None and not Path(self.resume).is_dir():
             bad("resume", "an existing run or checkpoint directory")
+        choice("fault_kind", FAULT_KINDS)
+        if not -1 <= self.fault_rank < self.world_size:
+            bad("fault_rank", f"-1 (none) or a rank in 0..{self.world_size - 1}")
+        at_least("fault_step", 0)
+        if self.fault_rank >= 0 and self.fault_step >= self.steps:
+            bad("fault_step", f"a step in 0..{self.steps - 1} (steps={self.steps}), or the fault never happens")
         if world_size is not None and world_size != self.world_size:
             raise ConfigError(
                 f"shards×replicas={self.shards}×{self.replicas}={self.world_size} does not match the "

@@ -121,13 +121,14 @@ def summarize(cfg: RunConfig, ranks: list[dict[str, Any]], metrics: list[dict[st
         mine = [m for m in train if m["replica"] == r]
         tokens = sum(m["tokens"] for m in mine)
         end = max((m["t"] for m in mine), default=0.0)
-        waits = [e for rk in ranks for e in rk["events"] if e["replica"] == r and e["shard"] == 0
-                 and e["kind"] == "wait" and e["group"] == "sync"]
+        # time the replica was blocked by cross-replica communication (its shard-0 rank speaks for it)
+        blocked = [e for rk in ranks for e in rk["events"] if e["replica"] == r and e["shard"] == 0
+                   and e["group"] == "sync" and e["kind"] != "wait"]
         per_replica[r] = {
             "tokens": tokens,
             "steps": len(mine),
             "tokens_per_s": tokens / end if end > 0 else 0.0,
-            "sync_wait_s": sum(e["t1"] - e["t0"] for e in waits),
+            "sync_wait_s": sum(e["data"].get("exposed", 0.0) for e in blocked),
             "final_train_loss": mine[-1]["loss"] if mine else None,
         }
     total_tokens = sum(v["tokens"] for v in per_replica.values())

@@ -1,0 +1,180 @@
+"""EDiT: layer-wise sync inside the forward pass, with prefetch and the pseudo-gradient penalty.
+
+At the start of a sync step's forward (edit-method.md §4):
+
+1. *norms* — for every unit, this replica's pseudo-gradient norm G_l = ‖a_l − θ_l‖ over the whole
+   unit (a squared-norm all-reduce in the shard group, all units in one message); the replica's
+   own anomaly detector of each unit judges G_l;
+2. *decisions* — one small all-gather over the sync group shares every replica's (G, z, threshold,
+   outlier) for every unit, so every rank computes the same softmax weights.
+
+Then, unit by unit, right before the shard group all-gathers unit l:
+
+3. *aggregate* — all-reduce of w_r·Δ_r over the sync group (the big transfer);
+4. *clip* the aggregated pseudo-gradient of the unit at φ (its norm: a shard-group all-reduce);
+5. *outer step* on the anchor shard, unless every replica was anomalous; then θ ← a.
+
+With prefetch, unit l+1's aggregate is issued asynchronously in unit l's pre-forward and waited for
+in unit l+1's, so its transfer travels while unit l computes. The arithmetic is identical either
+way — prefetch only moves *when* we wait — so results are bit-for-bit the same.
+
+Why steps 1–2 are done once per sync, for all units together, rather than per unit: the weights
+of unit l must be known before its aggregate can be issued; fetching them per unit would put one
+small blocking exchange (a full network latency) in front of every unit's transfer.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ..comm import Handle
+from ..penalty import AnomalyDetector, PenaltyConfig, all_anomalous, clip_factor, softmax_weights
+from .local_sgd import LocalSGDMethod, is_sync_step
+
+
+def _finite(x: float) -> float | None:
+    """JSON has no NaN or infinity: a non-finite value is recorded as null."""
+    return x if math.isfinite(x) else None
+
+
+def penalty_config(cfg) -> PenaltyConfig:
+    return PenaltyConfig(anomaly=cfg.penalty_anomaly, weighting=cfg.penalty_weighting, clip=cfg.penalty_clip,
+                         alpha=cfg.penalty_alpha, arming=cfg.penalty_arming, threshold=cfg.penalty_threshold,
+                         temperature=cfg.penalty_temperature, clip_norm=cfg.penalty_clip_norm)
+
+
+class EDiTMethod(LocalSGDMethod):
+    name = "edit"
+
+    def __init__(self, cfg, engine) -> None:
+        super().__init__(cfg, engine)
+        self.penalty = penalty_config(cfg)
+        self.detectors = [AnomalyDetector(self.penalty.alpha, self.penalty.arming, self.penalty.threshold)
+                          for _ in range(engine.n_units)]
+        self.syncing = False
+        self.weights: list[list[float]] = []  # [unit][replica]
+        self.decisions: torch.Tensor | None = None  # [replica, unit, 4]: G, z, threshold, outlier
+        self.pending: dict[int, tuple[Handle, torch.Tensor]] = {}
+
+    # ------------------------------------------------------------ when to sync
+    def should_sync(self, step: int) -> bool:
+        return is_sync_step(step, self.cfg.warmup_steps, self.cfg.sync_interval)
+
+    def begin_step(self, step: int) -> None:
+        super().begin_step(step)  # creates the anchors at step W
+        self.syncing = self.outer is not None and step != self.last_sync_step and self.should_sync(step)
+        if self.syncing:
+            self.start_sync(step)
+
+    def after_optimizer(self, step: int) -> None:
+        """EDiT syncs inside the forward, never between steps."""
+
+    def pre_unit(self, unit: int) -> None:
+        if not self.syncing:
+            return
+        if unit not in self.pending:
+            self.issue(unit)
+        if self.cfg.prefetch and unit + 1 < self.engine.n_units:
+            self.issue(unit + 1)  # in flight while this unit computes
+        self.finish(unit)
+        if unit == self.engine.n_units - 1:
+            self.end_sync()
+
+    def finalize(self, step: int) -> None:
+        """A last sync outside any forward, so every replica ends on the same model."""
+        if self.outer is None or self.last_sync_step == step:
+            return
+        self.start_sync(step)
+        for unit in range(self.engine.n_units):
+            self.pre_unit(unit)
+
+    # ------------------------------------------------------------ the sync, in stages
+    @torch.no_grad()
+    def start_sync(self, step: int) -> None:
+        """Stages 1–2: every unit's norm, this replica's detector decisions, everyone's weights."""
+        assert self.outer is not None
+        self.syncing = True
+        self.sync_step = step
+        n_units, R = self.engine.n_units, self.mesh.replicas
+        sq = torch.stack([self.outer.pseudo_gradient(u, th).double().pow(2).sum()
+                          for u, th in enumerate(self.engine.shards)])
+        self.comm.all_reduce(sq, group="shard", kind="sync_norms")
+        mine = torch.zeros(n_units, 4, dtype=torch.float64)
+        for u in range(n_units):
+            g = float(sq[u].sqrt())
+            if self.penalty.anomaly:
+                outlier, z, thr = self.detectors[u].observe(g)
+            else:
+                outlier, z, thr = (not math.isfinite(g)), 0.0, math.inf
+            mine[u] = torch.tensor([g, z, thr, float(outlier)], dtype=torch.float64)
+        everyone = torch.zeros(R * n_units * 4, dtype=torch.float64)
+        self.comm.all_gather(everyone, mine.reshape(-1), group="sync", kind="sync_decisions")
+        self.decisions = everyone.reshape(R, n_units, 4)
+        self.weights = []
+        for u in range(n_units):
+            norms = self.decisions[:, u, 0].tolist()
+            anomalous = [bool(x) for x in self.decisions[:, u, 3].tolist()]
+            self.weights.append(softmax_weights(norms, self.penalty.temperature, anomalous,
+                                                enabled=self.penalty.weighting))
+
+    @torch.no_grad()
+    def issue(self, unit: int) -> None:
+        """Stage 3: start the sync-group all-reduce of w_r·Δ_r for one unit (async)."""
+        assert self.outer is not None
+        w = self.weights[unit][self.mesh.replica]
+        theta = self.engine.shards[unit]
+        if w == 0.0:  # an anomalous replica sends zeros: 0·NaN would still be NaN
+            contrib = torch.zeros_like(theta)
+        else:
+            contrib = self.outer.pseudo_gradient(unit, theta).mul_(w)
+        h = self.comm.all_reduce(contrib, group="sync", kind="sync_reduce", unit=unit, async_op=True)
+        self.pending[unit] = (h, contrib)
+
+    @torch.no_grad()
+    def finish(self, unit: int) -> None:
+        """Stages 4–5: wait for the aggregate, clip it, step the anchor, restart θ from it."""
+        assert self.outer is not None and self.decisions is not None
+        h, delta_bar = self.pending.pop(unit)
+        h.wait()
+        factor = 1.0
+        if self.penalty.clip:
+            sq = delta_bar.double().pow(2).sum().reshape(1)
+            self.comm.all_reduce(sq, group="shard", kind="sync_clip", unit=unit)
+            factor = clip_factor(float(sq.sqrt()), self.penalty.clip_norm)
+            if factor < 1.0:
+                delta_bar.mul_(factor)
+        anomalous = [bool(x) for x in self.decisions[:, unit, 3].tolist()]
+        skipped = all_anomalous(anomalous)
+        theta = self.engine.shards[unit]
+        with self.log.span("outer_step", unit=unit, skipped=skipped):
+            if not skipped:
+                self.outer.step(unit, delta_bar)
+            self.outer.reset(unit, theta)
+        if self.cfg.checksums:
+            self.log_checksums(unit)
+        for r in range(self.mesh.replicas):
+            g, z, thr, out = self.decisions[r, unit].tolist()
+            self.log.record("penalty", step=self.sync_step, unit=unit, replica=r, G=_finite(g), z=_finite(z),
+                            threshold=_finite(thr),
+                            outlier=bool(out), weight=self.weights[unit][r], clip=factor, skipped=skipped)
+
+    def end_sync(self) -> None:
+        self.syncing = False
+        self.last_sync_step = self.sync_step
+        self.n_syncs += 1
+        self.log.record("sync", step=self.sync_step)
+
+    # ------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "detectors": [d.state_dict() for d in self.detectors]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        for d, s in zip(self.detectors, state["detectors"]):
+            d.load_state_dict(s)
+
+    def summary(self) -> dict[str, Any]:
+        return {"syncs": self.n_syncs}

@@ -1,0 +1,157 @@
+"""The Local-SGD family's shared schedule, and two baselines: Post Local SGD and DiLoCo.
+
+Schedule (edit-method.md §3), with W warm-up steps and sync interval τ:
+- steps 0 … W−1 are synchronous: gradients are all-reduced across replicas, as in `sync`;
+- at the start of step W the anchors are created (a = θ, identical everywhere): nothing changes;
+- then each replica trains alone, and at the start of steps W+τ, W+2τ, … the replicas sync.
+
+The baselines sync *between* steps, whole model at once and blocking, which is exactly what EDiT
+improves on: they do it after the optimizer step of step W+kτ−1, so the parameters entering step
+W+kτ are the same as if they had synced at its start.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+import torch
+
+from ..outer import OuterState
+from .base import Method
+
+
+def crc(t: torch.Tensor) -> int:
+    return zlib.crc32(t.detach().cpu().contiguous().numpy().tobytes())
+
+
+def in_warmup(step: int, warmup: int) -> bool:
+    return step < warmup
+
+
+def is_anchor_step(step: int, warmup: int) -> bool:
+    """The first 'sync', at step W: it only creates the anchors."""
+    return step == warmup
+
+
+def is_sync_step(step: int, warmup: int, interval: int) -> bool:
+    """True at the start of steps W+τ, W+2τ, …: the steps whose forward pass syncs."""
+    return step > warmup and (step - warmup) % interval == 0
+
+
+class LocalSGDMethod(Method):
+    """Warm-up with synchronous gradients, anchors from step W on; subclasses say how to sync."""
+
+    uses_outer_optimizer = True
+
+    def __init__(self, cfg, engine) -> None:
+        super().__init__(cfg, engine)
+        self.outer: OuterState | None = None
+        self.last_sync_step: int | None = None
+        self.n_syncs = 0
+
+    # ------------------------------------------------------------ schedule
+    def begin_step(self, step: int) -> None:
+        super().begin_step(step)
+        if is_anchor_step(step, self.cfg.warmup_steps):
+            self.create_anchors(step)
+
+    def create_anchors(self, step: int) -> None:
+        cfg = self.cfg
+        lr, momentum = (cfg.outer_lr, cfg.outer_momentum) if self.uses_outer_optimizer else (1.0, 0.0)
+        self.outer = OuterState(self.engine.shards, lr, momentum, cfg.outer_nesterov, cfg.cpu_offload)
+        self.last_sync_step = step
+        self.log.record("anchor", step=step)
+
+    def after_backward(self, step: int) -> None:
+        if in_warmup(step, self.cfg.warmup_steps):
+            self.all_reduce_grads_over_sync_group()
+
+    def after_optimizer(self, step: int) -> None:
+        if is_sync_step(step + 1, self.cfg.warmup_steps, self.cfg.sync_interval):
+            self.sync_between_steps(step + 1)
+
+    def finalize(self, step: int) -> None:
+        if self.outer is not None and self.last_sync_step != step:
+            self.sync_between_steps(step)
+
+    def sync_between_steps(self, step: int) -> None:
+        raise NotImplementedError
+
+    def eval_shards(self) -> list[torch.Tensor]:
+        if self.outer is None:  # still in warm-up: every replica holds the same θ
+            return list(self.engine.shards)
+        return [a.detach().to(self.engine.device) for a in self.outer.anchors]
+
+    def log_checksums(self, unit: int) -> None:
+        """CRC32 of this rank's θ and anchor shard of `unit`: lets tests prove replicas agree bit for bit."""
+        assert self.outer is not None
+        t = self.log.clock.now()
+        self.log.add("checksum", t, t, unit=unit, theta=crc(self.engine.shards[unit]),
+                     anchor=crc(self.outer.anchors[unit]))
+
+    def extra_state_numel(self) -> int:
+        return 0 if self.outer is None else self.outer.numel()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"outer": None if self.outer is None else self.outer.state_dict(),
+                "last_sync_step": self.last_sync_step, "n_syncs": self.n_syncs}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("outer") is not None:
+            if self.outer is None:
+                self.create_anchors(state["last_sync_step"])
+            self.outer.load_state_dict(state["outer"])
+        self.last_sync_step, self.n_syncs = state["last_sync_step"], state["n_syncs"]
+
+
+class PostLocalSGDMethod(LocalSGDMethod):
+    """Post Local SGD (Lin et al.): after warm-up, plain parameter averaging every τ steps."""
+
+    name = "post_local_sgd"
+    uses_outer_optimizer = False
+
+    @torch.no_grad()
+    def sync_between_steps(self, step: int) -> None:
+        assert self.outer is not None
+        R = self.mesh.replicas
+        for unit, theta in enumerate(self.engine.shards):
+            buf = theta.detach().clone()
+            self.comm.all_reduce(buf, group="sync", kind="param_average", unit=unit)
+            buf.div_(R)
+            theta.copy_(buf)
+            self.outer.anchors[unit].copy_(buf.to(self.outer.anchors[unit].device))
+            if self.cfg.checksums:
+                self.log_checksums(unit)
+        self.last_sync_step = step
+        self.n_syncs += 1
+        self.log.record("sync", step=step)
+
+
+class DiLoCoMethod(LocalSGDMethod):
+    """DiLoCo (Douillard et al.): outer Nesterov on the mean pseudo-gradient of the whole model.
+
+    After the optimizer step, blocking, one collective for the whole model, no penalty, no overlap:
+    every rank waits for the full transfer before the next step can start.
+    """
+
+    name = "diloco"
+
+    @torch.no_grad()
+    def sync_between_steps(self, step: int) -> None:
+        outer = self.outer
+        assert outer is not None
+        R = self.mesh.replicas
+        deltas = [outer.pseudo_gradient(u, th) for u, th in enumerate(self.engine.shards)]
+        flat = torch.cat(deltas)
+        self.comm.all_reduce(flat, group="sync", kind="sync_reduce", unit=None)
+        flat.div_(R)
+        with self.log.span("outer_step", step=step):
+            for unit, (theta, piece) in enumerate(zip(self.engine.shards, flat.split([d.numel() for d in deltas]))):
+                outer.step(unit, piece)
+                outer.reset(unit, theta)
+                if self.cfg.checksums:
+                    self.log_checksums(unit)
+        self.last_sync_step = step
+        self.n_syncs += 1
+        self.log.record("sync", step=step)
