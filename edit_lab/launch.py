@@ -13,6 +13,7 @@ the launcher itself dies, so a restarted notebook leaves no orphans.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import torch.distributed as dist
 
+from .checkpoint import prepare_resume
 from .config import RunConfig
 from .run import Run
 
@@ -55,6 +57,7 @@ def _worker_env(cfg: RunConfig) -> dict[str, str]:
     env = dict(os.environ)
     threads = str(cfg.threads)
     env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, PYTHONUNBUFFERED="1")
+    env["EDIT_LAB_LAUNCHER_PID"] = str(os.getpid())  # lets a worker notice it was orphaned before PDEATHSIG was set
     # make the package importable in the worker even when it is used from a source checkout
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -62,30 +65,102 @@ def _worker_env(cfg: RunConfig) -> dict[str, str]:
 
 
 def _stop(procs: list[subprocess.Popen], grace_s: float = 3.0) -> None:
-    """SIGTERM every live worker, then SIGKILL whatever is still there after `grace_s`."""
+    """SIGTERM every live worker, then SIGKILL whatever is still there after `grace_s`.
+
+    A second Ctrl-C while waiting (an impatient notebook user) kills the rest at once instead of
+    abandoning them: this function never returns with a worker alive.
+    """
     for p in procs:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    for p in procs:
-        try:
-            p.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
+    try:
+        for p in procs:
+            try:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+    except KeyboardInterrupt:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+        for p in procs:
             p.wait()
+        raise
 
 
-def _first_failure(out: Path, procs: list[subprocess.Popen]) -> tuple[int, str]:
-    """The rank whose error was written first is the cause; the others usually just lost their peers."""
-    errors = sorted(out.glob("error-rank*.txt"), key=lambda p: p.stat().st_mtime)
+# The last line of a traceback that a rank gets because *another* rank is gone or late: gloo's
+# timeouts and closed connections, NCCL's watchdog. Such a rank is a witness, not the cause.
+_PEER_LOSS = re.compile(r"timeout|timed out|closed by peer|reset by peer|pair closure|Connection refused|Broken pipe"
+                        r"|DistBackendError|DistNetworkError", re.I)
+
+
+def _is_peer_loss(traceback: str) -> bool:
+    lines = traceback.strip().splitlines()
+    return bool(lines) and bool(_PEER_LOSS.search(lines[-1]))
+
+
+def _log_tail(out: Path, rank: int, n: int = 4000) -> str:
+    log = out / f"rank{rank}.log"
+    try:
+        return log.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name} ({-code})"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _first_failure(out: Path, procs: list[subprocess.Popen], settle_s: float = 5.0) -> tuple[int, str]:
+    """Name the rank that caused a failure; called *before* the other ranks are stopped.
+
+    One broken rank makes its peers fail too, with errors that only say a peer is gone or late, so
+    the first error file is often a witness's. Blame, in this order:
+
+    1. the earliest rank whose error is its own (any exception but a lost peer: a raise, a NaN,
+       a bug, running out of memory);
+    2. a rank that exited without writing an error: killed by a signal, or died before training;
+    3. a rank still running once every other rank has failed with a lost-peer error: it never
+       arrived at the collective its peers timed out in, i.e. it hangs. Peers blocked on a hung rank
+       time out one after another, so this waits up to `settle_s` for the others to fail before
+       deciding (sooner when only one rank is left running);
+    4. otherwise (every rank lost its peers, e.g. a network failure) the earliest error.
+    """
+    deadline = time.monotonic() + settle_s
+    time.sleep(0.2)  # let a failing rank finish writing its traceback
+    while True:
+        errors: dict[int, str] = {}
+        for path in sorted(out.glob("error-rank*.txt"), key=lambda q: q.stat().st_mtime):
+            errors[int(path.stem.removeprefix("error-rank"))] = path.read_text(errors="replace")
+        own = [r for r, tb in errors.items() if not _is_peer_loss(tb)]
+        if own:
+            return own[0], errors[own[0]]
+        codes = [p.poll() for p in procs]
+        silent = [r for r, c in enumerate(codes) if c not in (None, 0) and r not in errors]
+        if silent:
+            r = silent[0]
+            return r, f"{_describe_exit(codes[r])} without a Python traceback; the end of rank{r}.log:\n{_log_tail(out, r)}"
+        running = [r for r, c in enumerate(codes) if c is None and r not in errors]
+        if len(running) <= 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    witness = next(iter(errors.values()), "")
+    if running:
+        names = ", ".join(str(r) for r in running)
+        return running[0], (
+            f"rank{'s' if len(running) > 1 else ''} {names} never arrived: every other rank failed waiting for a "
+            f"peer (a collective timed out or lost its connection) while rank {names} was still running, so it is "
+            f"probably hung (a deadlock, an endless loop, a step far slower than timeout_s).\n"
+            f"The end of rank{running[0]}.log:\n{_log_tail(out, running[0])}\nThe first peer error:\n{witness}")
     if errors:
-        rank = int(errors[0].stem.removeprefix("error-rank"))
-        return rank, errors[0].read_text()
-    for rank, p in enumerate(procs):
-        if p.returncode not in (0, None):
-            log = out / f"rank{rank}.log"
-            tail = log.read_text()[-4000:] if log.exists() else ""
-            return rank, f"exit code {p.returncode} (signal {-p.returncode} if negative)\n{tail}"
+        return next(iter(errors)), witness
     return -1, "unknown failure"
 
 
@@ -103,7 +178,7 @@ def launch(cfg: RunConfig, stall_timeout_s: float | None = None) -> Run:
     Raises ConfigError before anything starts for a bad configuration, WorkerError if a rank fails,
     and TimeoutError if no step completes for `stall_timeout_s` (default: 3 × the collective timeout).
     """
-    cfg.validate()
+    cfg = prepare_resume(cfg.validate())
     out = prepare_out(cfg)
     cfg = cfg.replace(out=str(out))
     (out / "config.json").write_text(cfg.to_json())
@@ -129,9 +204,8 @@ def launch(cfg: RunConfig, stall_timeout_s: float | None = None) -> Run:
         while True:
             codes = [p.poll() for p in procs]
             if any(c not in (None, 0) for c in codes):
-                time.sleep(0.2)  # let the failing rank finish writing its traceback
+                rank, tb = _first_failure(out, procs, settle_s=min(cfg.timeout_s, 10.0))
                 _stop(procs)
-                rank, tb = _first_failure(out, procs)
                 raise WorkerError(rank, tb, out)
             if all(c == 0 for c in codes):
                 break

@@ -104,7 +104,8 @@ def merge_metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (step, replica), ms in sorted(train.items()):
         out.append({"kind": "train", "step": step, "replica": replica,
                     "loss": sum(m["loss"] for m in ms) / len(ms), "tokens": sum(m["tokens"] for m in ms),
-                    "t": max(m["t"] for m in ms), "dt": max(m["dt"] for m in ms)})
+                    "t": max(m["t"] for m in ms), "dt": max(m["dt"] for m in ms),
+                    "carried": any(m.get("carried", False) for m in ms)})
     for step, vals in sorted(evals.items()):
         out.append({"kind": "eval", "step": step, "val_loss": sum(vals) / len(vals),
                     "val_loss_spread": max(vals) - min(vals)})
@@ -113,7 +114,7 @@ def merge_metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def summarize(cfg: RunConfig, ranks: list[dict[str, Any]], metrics: list[dict[str, Any]],
               start_unix: float) -> dict[str, Any]:
-    train = [m for m in metrics if m["kind"] == "train"]
+    train = [m for m in metrics if m["kind"] == "train" and not m.get("carried")]  # this session's steps
     evals = [m for m in metrics if m["kind"] == "eval"]
     wall = max((m["t"] for m in train), default=0.0)
     per_replica: dict[int, dict[str, Any]] = {}

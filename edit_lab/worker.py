@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from . import checkpoint, faults
 from .comm import Comm, LinkModel
 from .config import RunConfig
 from .data import Corpus, corrupt_batch, load_corpus, mix_seed, train_batch, val_batches
@@ -38,6 +39,16 @@ def _die_with_parent() -> None:
         try:
             ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except OSError:
+            pass
+    # the launcher may have died while this process was still importing torch, before the request
+    # above: then the kernel has already re-parented us and will never send the signal
+    launcher = os.environ.get("EDIT_LAB_LAUNCHER_PID")
+    if launcher is not None and os.getppid() != int(launcher):
+        try:
+            os.kill(int(launcher), 0)  # still there: we were merely started through a wrapper
+        except ProcessLookupError:
+            os._exit(1)
+        except PermissionError:
             pass
 
 
@@ -83,6 +94,52 @@ class Trainer:
         self.stragglers = StragglerModel.from_config(cfg)
         self.metrics: list[dict] = []
         self.start_step = 0
+        self.syncs_done = 0
+        self._checkpoint_due: int | None = None
+        self.method.on_synced = self.after_sync
+        if cfg.resume:
+            self.restore(Path(cfg.resume))
+
+    # ------------------------------------------------------------------ checkpoints
+    def after_sync(self, next_step: int) -> None:
+        """Every replica holds the agreed model: save a checkpoint every `checkpoint_every` syncs.
+
+        A sync between steps (after the optimizer step of `next_step − 1`) is saved at the end of that
+        step, once its metrics are recorded; nothing changes θ in between. EDiT's sync, inside the
+        forward of `next_step`, is saved at once, before the step's local update moves θ away from a.
+        """
+        self.syncs_done += 1
+        if self.cfg.checkpoint_every and self.syncs_done % self.cfg.checkpoint_every == 0:
+            if next_step == self.log.step + 1:
+                self._checkpoint_due = next_step
+            else:
+                self.save_checkpoint(next_step)
+
+    def save_checkpoint(self, next_step: int) -> None:
+        with self.log.span("checkpoint", next_step=next_step):
+            checkpoint.save(Path(self.cfg.out), next_step, self.mesh.rank, self.mesh.world_size,
+                            self.state_dict(next_step), {"config": self.cfg.to_dict()})
+
+    def state_dict(self, next_step: int) -> dict:
+        return {"step": next_step, "rank": self.mesh.rank, "replica": self.mesh.replica,
+                "shards": [p.detach().cpu().clone() for p in self.engine.shards],
+                "optimizer": self.optimizer.state_dict(), "method": self.method.state_dict(),
+                "syncs_done": self.syncs_done, "metrics": list(self.metrics)}
+
+    def restore(self, ckpt: Path) -> None:
+        state, manifest = checkpoint.load(ckpt, self.mesh.rank, self.mesh.shards)
+        with torch.no_grad():
+            for p, v in zip(self.engine.shards, state["shards"]):
+                p.copy_(v.to(p.device))
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.method.load_state_dict(state["method"])
+        self.start_step, self.syncs_done = state["step"], state["syncs_done"]
+        # a new replica (elastic resume) starts its own history; an old one keeps its metrics
+        # (their times belong to the earlier session, so throughput ignores rows marked `carried`)
+        self.metrics = [dict(m, carried=True) for m in state["metrics"]] if state["rank"] == self.mesh.rank else []
+        old_replicas = manifest["config"]["replicas"]
+        self.log.record("resume", step=self.start_step, checkpoint=str(ckpt), from_replicas=old_replicas,
+                        to_replicas=self.mesh.replicas)
 
     # ------------------------------------------------------------------ data
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,6 +154,7 @@ class Trainer:
 
     # ------------------------------------------------------------------ one step
     def train_step(self, step: int) -> float:
+        faults.inject(self.cfg, self.mesh.rank, step)
         cfg, log, clock = self.cfg, self.log, self.log.clock
         log.step = step
         t_begin = clock.now()
@@ -104,6 +162,8 @@ class Trainer:
         x, y = self.batch(step)
         t_compute = clock.now()
         loss = self.engine.forward(x, y, hooks=self.method)
+        loss = faults.maybe_poison_loss(cfg, self.mesh.rank, step, loss)
+        faults.check_finite(cfg, self.mesh.rank, step, loss)
         self.engine.backward(loss)
         compute_s = clock.now() - t_compute
         self.stragglers.pause(step, self.mesh.replica, compute_s, log)
@@ -114,15 +174,19 @@ class Trainer:
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
         if step == cfg.spike_step and self.mesh.replica == cfg.spike_replica:
-            with torch.no_grad():
-                for p in self.engine.shards:
-                    p.mul_(cfg.spike_scale)
+            with torch.no_grad():  # a one-off blow-up of this replica (on `spike_units`, or every unit)
+                for unit, p in enumerate(self.engine.shards):
+                    if not cfg.spike_units or unit in cfg.spike_units:
+                        p.mul_(cfg.spike_scale)
         self.method.after_optimizer(step)
         t_end = clock.now()
         value = float(loss.detach())
         self.metrics.append({"kind": "train", "step": step, "rank": self.mesh.rank, "replica": self.mesh.replica,
                              "shard": self.mesh.shard, "loss": value, "tokens": x.numel(), "t": t_end,
                              "dt": t_end - t_begin})
+        if self._checkpoint_due is not None:
+            self.save_checkpoint(self._checkpoint_due)
+            self._checkpoint_due = None
         return value
 
     @torch.no_grad()
@@ -177,7 +241,7 @@ def run_rank(cfg: RunConfig, rank: int, world_size: int, local_rank: int, init_m
                             timeout=datetime.timedelta(seconds=cfg.timeout_s))
     trainer: Trainer | None = None
     try:
-        mesh = Mesh.build(cfg.shards, cfg.replicas, device.type)
+        mesh = Mesh.build(cfg.shards, cfg.replicas, device.type, timeout_s=cfg.timeout_s)
         clock = Clock()
         trainer = Trainer(cfg, mesh, device, clock)
         start_unix = torch.tensor([time.time()], dtype=torch.float64)
@@ -207,7 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = RunConfig.load(args.config)
     if args.rank is None:  # torchrun: everything comes from the environment
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-        cfg.validate(world_size=world)
+        cfg = checkpoint.prepare_resume(cfg.validate(world_size=world))
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         Path(cfg.out).mkdir(parents=True, exist_ok=True)
         kwargs: dict = {"init_method": "env://"}

@@ -8,7 +8,7 @@ handful of these hooks, so a reader can diff them side by side.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -31,6 +31,7 @@ class Method:
         self.mesh = self.comm.mesh
         self.step = 0
         self.optimizer: torch.optim.Optimizer | None = None  # set by the worker
+        self.on_synced: Callable[[int], None] | None = None  # set by the worker (checkpoints)
 
     # ---------------------------------------------------------------- hooks
     def begin_step(self, step: int) -> None:
@@ -61,6 +62,14 @@ class Method:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         pass
+
+    def synced(self, next_step: int) -> None:
+        """Tell the worker that every replica now holds the agreed model (θ = anchor): a checkpoint moment.
+
+        `next_step` is the first step that still has to run from here on.
+        """
+        if self.on_synced is not None:
+            self.on_synced(next_step)
 
     # ---------------------------------------------------------------- shared building blocks
     def all_reduce_grads_over_sync_group(self) -> None:

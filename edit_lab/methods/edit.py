@@ -153,6 +153,8 @@ class EDiTMethod(LocalSGDMethod):
             if not skipped:
                 self.outer.step(unit, delta_bar)
             self.outer.reset(unit, theta)
+        if not math.isfinite(float(self.decisions[self.mesh.replica, unit, 0])):
+            self.forget_inner_state(unit)
         if self.cfg.checksums:
             self.log_checksums(unit)
         for r in range(self.mesh.replicas):
@@ -161,11 +163,24 @@ class EDiTMethod(LocalSGDMethod):
                             threshold=_finite(thr),
                             outlier=bool(out), weight=self.weights[unit][r], clip=factor, skipped=skipped)
 
+    def forget_inner_state(self, unit: int) -> None:
+        """Drop the inner optimizer's state of this rank's shard of `unit` (after a non-finite G).
+
+        θ ← a has just given the replica finite parameters again, but a replica whose parameters or
+        gradients went NaN/inf also has NaN/inf in its AdamW moments, and those would make θ non-finite
+        again at its very next step: the replica would stay excluded for the rest of the run. Without
+        state, the optimizer restarts that unit as at step 0. Every rank of the replica sees the same G
+        (it is summed over the shard group), so the whole replica forgets together.
+        """
+        if self.optimizer is not None:
+            self.optimizer.state.pop(self.engine.shards[unit], None)
+
     def end_sync(self) -> None:
         self.syncing = False
         self.last_sync_step = self.sync_step
         self.n_syncs += 1
         self.log.record("sync", step=self.sync_step)
+        self.synced(self.sync_step)  # mid-forward of step sync_step, with θ = a and the sync done
 
     # ------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

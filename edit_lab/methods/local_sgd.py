@@ -56,12 +56,13 @@ class LocalSGDMethod(Method):
         if is_anchor_step(step, self.cfg.warmup_steps):
             self.create_anchors(step)
 
-    def create_anchors(self, step: int) -> None:
+    def create_anchors(self, step: int, record: bool = True) -> None:
         cfg = self.cfg
         lr, momentum = (cfg.outer_lr, cfg.outer_momentum) if self.uses_outer_optimizer else (1.0, 0.0)
         self.outer = OuterState(self.engine.shards, lr, momentum, cfg.outer_nesterov, cfg.cpu_offload)
         self.last_sync_step = step
-        self.log.record("anchor", step=step)
+        if record:
+            self.log.record("anchor", step=step)
 
     def after_backward(self, step: int) -> None:
         if in_warmup(step, self.cfg.warmup_steps):
@@ -100,7 +101,7 @@ class LocalSGDMethod(Method):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("outer") is not None:
             if self.outer is None:
-                self.create_anchors(state["last_sync_step"])
+                self.create_anchors(state["last_sync_step"], record=False)
             self.outer.load_state_dict(state["outer"])
         self.last_sync_step, self.n_syncs = state["last_sync_step"], state["n_syncs"]
 
@@ -126,6 +127,7 @@ class PostLocalSGDMethod(LocalSGDMethod):
         self.last_sync_step = step
         self.n_syncs += 1
         self.log.record("sync", step=step)
+        self.synced(step)
 
 
 class DiLoCoMethod(LocalSGDMethod):
@@ -155,3 +157,4 @@ class DiLoCoMethod(LocalSGDMethod):
         self.last_sync_step = step
         self.n_syncs += 1
         self.log.record("sync", step=step)
+        self.synced(step)

@@ -15,3 +15,6 @@ class SyncMethod(Method):
 
     def after_backward(self, step: int) -> None:
         self.all_reduce_grads_over_sync_group()
+
+    def after_optimizer(self, step: int) -> None:
+        self.synced(step + 1)  # replicas never diverge: every step ends in agreement
