@@ -71,10 +71,11 @@ class RunConfig:
     # --- trouble on purpose (teaching the penalty) ---
     corrupt_replica: int = -1  # replica fed corrupted data, -1 for none
     corrupt_from_step: int = 0
-    corrupt_mode: str = "random"
+    corrupt_mode: str = "random"  # random bytes, shuffle (each row's bytes permuted), corpus (a synthetic byte-ramp text)
     spike_replica: int = -1  # replica whose parameters are scaled once, -1 for none
     spike_step: int = 0
-    spike_scale: float = 10.0
+    spike_scale: float = 10.0  # θ ← scale·θ after the optimizer step of spike_step (inf or nan: a non-finite replica)
+    spike_units: tuple[int, ...] = ()  # units scaled by the spike (0 root, 1.. blocks); empty: every unit
     # --- A-EDiT ---
     sync_period: float = 1.0  # T_sync, seconds of wall clock between syncs
     min_sync_steps: int = 1  # N_min: fewer steps in a round over the sync group -> no sync, timers restart
@@ -125,7 +126,7 @@ class RunConfig:
         if unknown:
             raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
         d = dict(d)
-        for tuple_field in ("betas", "straggler_replicas"):
+        for tuple_field in ("betas", "straggler_replicas", "spike_units"):
             if tuple_field in d and d[tuple_field] is not None:
                 d[tuple_field] = tuple(d[tuple_field])
         return cls(**d)
@@ -194,6 +195,10 @@ class RunConfig:
             v = getattr(self, name)
             if not -1 <= v < self.replicas:
                 bad(name, f"-1 (none) or a replica index in 0..{self.replicas - 1}")
+        n_units = 1 + get_size(self.model).n_layers
+        if len(set(self.spike_units)) != len(self.spike_units) or not all(
+                isinstance(u, int) and 0 <= u < n_units for u in self.spike_units):
+            bad("spike_units", f"distinct unit indices in 0..{n_units - 1} (0 is the root unit), or () for all")
         for r in self.straggler_replicas:
             if not 0 <= r < self.replicas:
                 bad("straggler_replicas", f"replica indices in 0..{self.replicas - 1}")
