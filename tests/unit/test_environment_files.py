@@ -19,6 +19,8 @@ yaml = pytest.importorskip("yaml")
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_FILES = ["environment.yml", "binder/environment.yml"]
+# conda packages that stand for a pyproject dependency (conda-forge's CPU build of torch)
+CONDA_FOR = {"pytorch-cpu": "torch"}
 
 _NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -45,6 +47,13 @@ def pyproject_requirements() -> list[str]:
     """Runtime deps plus the `lab` extra: what a notebook user needs."""
     project = pyproject()["project"]
     return project["dependencies"] + project["optional-dependencies"]["lab"]
+
+
+def env_requirements(path: str) -> list[str]:
+    """What an environment file installs, as pyproject requirement strings (conda stand-ins renamed)."""
+    conda, pip = conda_env(path)
+    renamed = [CONDA_FOR[normalise(d)] + d[len(normalise(d)):] for d in conda if normalise(d) in CONDA_FOR]
+    return renamed + pip
 
 
 def conda_env(path: str) -> tuple[list[str], list[str]]:
@@ -76,22 +85,20 @@ def make_recipe(target: str) -> tuple[str, list[str]]:
 
 @pytest.mark.parametrize("path", ENV_FILES)
 def test_environment_lists_the_same_names_as_pyproject(path: str) -> None:
-    _, pip = conda_env(path)
     expected = sorted(normalise(r) for r in pyproject_requirements())
-    assert sorted(normalise(r) for r in pip) == expected
+    assert sorted(normalise(r) for r in env_requirements(path)) == expected
     assert "torch" in expected
 
 
 @pytest.mark.parametrize("path", ENV_FILES)
 def test_environment_pins_match_pyproject(path: str) -> None:
-    _, pip = conda_env(path)
-    assert sorted(pin(r) for r in pip) == sorted(pin(r) for r in pyproject_requirements())
+    assert sorted(pin(r) for r in env_requirements(path)) == sorted(pin(r) for r in pyproject_requirements())
 
 
 @pytest.mark.parametrize("path", ENV_FILES)
-def test_conda_part_is_only_python_and_pip(path: str) -> None:
+def test_conda_part_is_python_pip_and_cpu_torch(path: str) -> None:
     conda, _ = conda_env(path)
-    assert sorted(normalise(d) for d in conda) == ["pip", "python"]
+    assert sorted(normalise(d) for d in conda) == ["pip", "python", "pytorch-cpu"]
     assert "python=3.11" in conda
 
 

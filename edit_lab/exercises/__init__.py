@@ -1,0 +1,23 @@
+"""Check functions for the notebooks' exercises: one module per notebook (`nb02.py` for 02_…).
+
+Convention: `check_<name>(answer)` prints a hint and returns False when the answer is `None`
+(not attempted yet, so a notebook still runs top to bottom), raises `AssertionError` with an
+explanation for a wrong answer, and prints a short confirmation and returns True for a right one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def unanswered(answer: Any, hint: str) -> bool:
+    """True (after printing the hint) when the reader has not answered yet."""
+    if answer is None:
+        print(f"Not answered yet. Hint: {hint}")
+        return True
+    return False
+
+
+def correct(message: str = "Correct!") -> bool:
+    print(message)
+    return True

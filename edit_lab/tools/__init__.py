@@ -1,0 +1,1 @@
+"""Maintenance tools run from the Makefile (not needed by the lab itself)."""

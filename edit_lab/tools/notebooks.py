@@ -1,0 +1,49 @@
+"""Finding, parameterising and executing the course notebooks (papermill), shared by tests and `make`.
+
+Each notebook carries, in its metadata under `edit_lab.test_parameters`, the overrides that make it
+small enough for the test suite; its own `parameters` cell holds the defaults a reader runs.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def notebooks() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_parameters(path: Path) -> dict[str, Any]:
+    meta = json.loads(path.read_text())["metadata"]
+    return dict(meta.get("edit_lab", {}).get("test_parameters", {}))
+
+
+def execute(path: Path, out_dir: Path, parameters: dict[str, Any] | None = None, timeout_s: int = 900) -> tuple[Path, float]:
+    """Run a notebook top to bottom with papermill in `out_dir` (its working directory); (output, seconds)."""
+    import papermill as pm
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / path.name
+    t0 = time.perf_counter()
+    pm.execute_notebook(str(path), str(out), parameters=parameters or {}, cwd=str(out_dir), kernel_name="python3",
+                        progress_bar=False, execution_timeout=timeout_s, log_output=False)
+    return out, time.perf_counter() - t0
+
+
+def parameterize(path: Path, out_dir: Path, parameters: dict[str, Any]) -> Path:
+    """Write a copy of the notebook with papermill's injected-parameters cell, without executing it."""
+    import nbformat
+    from papermill.parameterize import parameterize_notebook
+
+    nb = nbformat.read(str(path), as_version=4)
+    nb = parameterize_notebook(nb, parameters)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / path.name
+    nbformat.write(nb, str(out))
+    return out

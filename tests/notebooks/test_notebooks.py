@@ -1,0 +1,85 @@
+"""The course runs: every notebook top to bottom (papermill, small parameters), nbval, hygiene."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from edit_lab.tools.notebooks import ROOT, execute, notebooks, parameterize, test_parameters
+
+NBS = notebooks()
+pytestmark = pytest.mark.notebooks
+
+
+def test_there_is_a_course():
+    assert len(NBS) >= 8, [p.name for p in NBS]
+    assert [p.name[:2] for p in NBS] == [f"{i:02d}" for i in range(len(NBS))]  # numbered in reading order
+
+
+@pytest.mark.parametrize("nb", NBS, ids=lambda p: p.stem)
+def test_saved_without_outputs(nb):
+    data = json.loads(nb.read_text())
+    for cell in data["cells"]:
+        if cell["cell_type"] == "code":
+            assert cell.get("outputs", []) == [] and cell.get("execution_count") is None, nb.name
+
+
+@pytest.mark.parametrize("nb", NBS, ids=lambda p: p.stem)
+def test_structure(nb):
+    data = json.loads(nb.read_text())
+    cells = data["cells"]
+    assert cells[0]["cell_type"] == "markdown" and "learning goal" in "".join(cells[0]["source"]).lower()
+    tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1, "exactly one cell tagged `parameters`"
+    assert test_parameters(nb), "metadata.edit_lab.test_parameters makes a small version for the tests"
+    src = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown").lower()
+    assert "exercise" in src or "question" in src
+
+
+def _declared_dependencies() -> set[str]:
+    import tomllib
+
+    proj = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = list(proj["dependencies"]) + [r for extra in proj["optional-dependencies"].values() for r in extra]
+    names = {r.split("[")[0].split(">")[0].split("<")[0].split("=")[0].split(";")[0].strip().lower() for r in reqs}
+    return names | {"edit_lab"}
+
+
+IMPORT_NAMES = {"ipywidgets": "ipywidgets", "plotly": "plotly", "torch": "torch", "pandas": "pandas",
+                "numpy": "numpy", "IPython": "ipykernel", "tqdm": "tqdm"}
+
+
+@pytest.mark.parametrize("nb", NBS, ids=lambda p: p.stem)
+def test_imports_are_declared(nb):
+    declared = _declared_dependencies()
+    stdlib = set(sys.stdlib_module_names)
+    for cell in json.loads(nb.read_text())["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        src = "\n".join(line for line in "".join(cell["source"]).splitlines() if not line.lstrip().startswith(("%", "!")))
+        for node in ast.walk(ast.parse(src)):
+            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+            for m in mods:
+                top = m.split(".")[0]
+                if top in stdlib:
+                    continue
+                assert IMPORT_NAMES.get(top, top).lower().replace("_", "-") in {d.replace("_", "-") for d in declared}, \
+                    f"{nb.name} imports {m}, which is neither edit_lab nor a declared dependency"
+
+
+@pytest.mark.parametrize("nb", NBS, ids=lambda p: p.stem)
+def test_runs_under_papermill_and_nbval(nb, tmp_path):
+    """papermill with the small parameters, then nbval (--nbval-lax) on the same parameterised notebook."""
+    params = test_parameters(nb)
+    execute(nb, tmp_path / "papermill", params)
+    copy = parameterize(nb, tmp_path / "nbval", params)
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+                          "--rootdir", str(copy.parent), "-c", "/dev/null", str(copy)],
+                         cwd=copy.parent, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
