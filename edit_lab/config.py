@@ -71,7 +71,7 @@ class RunConfig:
     # --- trouble on purpose (teaching the penalty) ---
     corrupt_replica: int = -1  # replica fed corrupted data, -1 for none
     corrupt_from_step: int = 0
-    corrupt_mode: str = "random"  # random bytes, shuffle (each row's bytes permuted), corpus (a synthetic byte-ramp text)
+    corrupt_mode: str = "random"  # random bytes; shuffle (each row's own bytes permuted); corpus (the byte ramp 0,1,…,255,0,…)
     spike_replica: int = -1  # replica whose parameters are scaled once, -1 for none
     spike_step: int = 0
     spike_scale: float = 10.0  # θ ← scale·θ after the optimizer step of spike_step (inf or nan: a non-finite replica)
@@ -94,7 +94,8 @@ class RunConfig:
     backend: str = "auto"
     device: str = "auto"
     threads: int = 1  # torch threads per worker
-    timeout_s: float = 60.0  # a collective that waits longer ends the run
+    bf16: bool = False  # autocast compute to bfloat16 (GPUs); parameters and collectives stay float32
+    timeout_s: float = 45.0  # a collective that waits longer ends the run (so a hung rank is found within a minute)
     # --- checkpoints ---
     checkpoint_every: int = 0  # in syncs; 0 disables
     resume: str | None = None
@@ -199,6 +200,10 @@ class RunConfig:
         if len(set(self.spike_units)) != len(self.spike_units) or not all(
                 isinstance(u, int) and 0 <= u < n_units for u in self.spike_units):
             bad("spike_units", f"distinct unit indices in 0..{n_units - 1} (0 is the root unit), or () for all")
+        if self.spike_replica >= 0 and self.method in LOCAL_METHODS and self.spike_step < self.warmup_steps:
+            # the anchors are created from each replica's own θ at step W: a spike before that would give
+            # the replicas different anchors, and no sync could ever bring them together again
+            bad("spike_step", f"a step >= warmup_steps={self.warmup_steps} (after warm-up) for method {self.method!r}")
         for r in self.straggler_replicas:
             if not 0 <= r < self.replicas:
                 bad("straggler_replicas", f"replica indices in 0..{self.replicas - 1}")

@@ -28,14 +28,66 @@ class Clock:
 
 
 class EventLog:
-    """Collects this rank's events in memory; the worker writes them out at the end (or on failure)."""
+    """Collects this rank's events in memory; the worker writes them out at the end (or on failure).
 
-    def __init__(self, rank: int, replica: int, shard: int, clock: Clock) -> None:
+    Compute spans are taken with `mark()`: on the CPU a marker is the clock's time; on a GPU it is a
+    CUDA event recorded on the current stream, because kernels run asynchronously and the host's
+    clock would only time their launch. `resolve()` (once per step) turns pending CUDA markers into
+    seconds on the same common clock, through a reference event recorded at the common start.
+    """
+
+    def __init__(self, rank: int, replica: int, shard: int, clock: Clock, cuda: bool = False) -> None:
         self.rank, self.replica, self.shard = rank, replica, shard
         self.clock = clock
         self.step = 0
         self.events: list[dict[str, Any]] = []
         self.records: list[dict[str, Any]] = []  # penalty decisions and other per-sync records
+        self.cuda = cuda
+        self._pending: list[tuple[Any, Any, dict[str, Any]]] = []
+        self._ref: Any = None
+        self._ref_t = 0.0
+
+    # ---------------------------------------------------------------- device-aware compute spans
+    def start_device_clock(self) -> None:
+        """Call right after `clock.reset()`: the CUDA reference event for time 0."""
+        if self.cuda:
+            import torch
+
+            self._ref = torch.cuda.Event(enable_timing=True)
+            self._ref.record()
+            self._ref_t = self.clock.now()
+
+    def mark(self) -> Any:
+        if not self.cuda:
+            return self.clock.now()
+        import torch
+
+        ev = torch.cuda.Event(enable_timing=True)
+        ev.record()
+        return ev
+
+    def add_span(self, kind: str, m0: Any, m1: Any, **kw: Any) -> None:
+        """Like `add`, with markers from `mark()`; on a GPU the span is resolved later."""
+        if not self.cuda:
+            self.add(kind, m0, m1, **kw)
+        else:
+            self._pending.append((m0, m1, dict(kind=kind, step=kw.pop("step", self.step), **kw)))
+
+    def seconds(self, marker: Any) -> float:
+        if not self.cuda or isinstance(marker, float):
+            return marker
+        return self._ref_t + self._ref.elapsed_time(marker) / 1e3
+
+    def resolve(self) -> None:
+        if not self._pending:
+            return
+        import torch
+
+        torch.cuda.synchronize()
+        for m0, m1, kw in self._pending:
+            kind = kw.pop("kind")
+            self.add(kind, self.seconds(m0), self.seconds(m1), **kw)
+        self._pending.clear()
 
     def add(
         self,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Any, Protocol
 
 import torch
 import torch.nn as nn
@@ -86,8 +86,9 @@ class _GatherUnit(torch.autograd.Function):
 class ShardedModel:
     """A Llama whose parameters exist only as shards, one per unit, on this rank."""
 
-    def __init__(self, model: Llama, comm: Comm, device: torch.device | str = "cpu") -> None:
+    def __init__(self, model: Llama, comm: Comm, device: torch.device | str = "cpu", bf16: bool = False) -> None:
         self.comm = comm
+        self.bf16 = bf16  # autocast the compute to bfloat16; shards, gradients and collectives stay float32
         self.log: EventLog = comm.log
         self.S = comm.mesh.shards
         self.s = comm.mesh.shard
@@ -105,7 +106,7 @@ class ShardedModel:
         self.model = model
         self.size = model.size
         self._rs_pending: list[tuple[int, Handle, torch.Tensor]] = []
-        self._bwd_marks: list[tuple[str, float]] = []
+        self._bwd_marks: list[tuple[str, Any]] = []
 
     # ------------------------------------------------------------------ facts
     def shard_numel(self) -> int:
@@ -125,7 +126,6 @@ class ShardedModel:
         return full
 
     def _reduce_scatter_grad(self, unit: int, grad_full: torch.Tensor) -> None:
-        self._bwd_marks.append((f"rs{unit}", self.log.clock.now()))
         out = torch.empty(self.layouts[unit].shard_size, dtype=grad_full.dtype, device=grad_full.device)
         h = self.comm.reduce_scatter(out, grad_full.contiguous(), group="shard", kind="reduce_scatter",
                                      unit=unit, async_op=True)
@@ -147,51 +147,54 @@ class ShardedModel:
         blocks = self.units_modules[1:]
         root = self.units_modules[0]
         cos, sin = self.model.rope(tokens.shape[1], self.device)
-        marks: list[tuple[str, float]] = []
+        marks: list[tuple[str, Any]] = []
 
-        if hooks is not None:
-            hooks.pre_unit(0)
-        root_params = self._gathered(0, shards[0], grad)
-        t0 = clock.now()
-        h = functional_call(root, root_params, (tokens, "embed"))
-        log.add("compute_fwd", t0, clock.now(), unit=0, part="embed")
-        if grad:
-            h.register_hook(lambda g: marks.append(("in1", clock.now())) or None)
-        for i, block in enumerate(blocks, start=1):
+        def mark_grad_ready(h: torch.Tensor, name: str) -> None:
+            """When the gradient reaches `h` (the input of unit j), unit j's backward is done."""
+            h.register_hook(lambda g: marks.append((name, log.mark())) or None)
+
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             if hooks is not None:
-                hooks.pre_unit(i)
-            params = self._gathered(i, shards[i], grad)
-            t0 = clock.now()
-            h = functional_call(block, params, (h, cos, sin))
-            log.add("compute_fwd", t0, clock.now(), unit=i)
+                hooks.pre_unit(0)
+            root_params = self._gathered(0, shards[0], grad)
+            m0 = log.mark()
+            h = functional_call(root, root_params, (tokens, "embed"))
+            log.add_span("compute_fwd", m0, log.mark(), unit=0, part="embed")
             if grad:
-                h.register_hook(lambda g, j=i + 1: marks.append((f"in{j}", clock.now())) or None)
-        t0 = clock.now()
-        logits = functional_call(root, root_params, (h, "head"))
-        loss = loss_fn(logits, targets)
-        log.add("compute_fwd", t0, clock.now(), unit=0, part="head")
+                mark_grad_ready(h, "in1")
+            for i, block in enumerate(blocks, start=1):
+                if hooks is not None:
+                    hooks.pre_unit(i)
+                params = self._gathered(i, shards[i], grad)
+                m0 = log.mark()
+                h = functional_call(block, params, (h, cos, sin))
+                log.add_span("compute_fwd", m0, log.mark(), unit=i)
+                if grad:
+                    mark_grad_ready(h, f"in{i + 1}")
+            m0 = log.mark()
+            logits = functional_call(root, root_params, (h, "head"))
+            loss = loss_fn(logits, targets)
+            log.add_span("compute_fwd", m0, log.mark(), unit=0, part="head")
         self._bwd_marks = marks
         return loss
 
     def backward(self, loss: torch.Tensor) -> None:
         """loss.backward(), then wait for every reduce-scatter and hand each shard its gradient."""
-        clock = self.log.clock
-        t_start = clock.now()
+        log = self.log
+        t_start = log.mark()
         loss.backward()
-        t_end = clock.now()
-        # Backward compute spans, from the moments the gradient reached each unit's output:
+        t_end = log.mark()
+        # Backward compute spans, from the moments the gradient reached each unit's input:
         # "in{j}" = gradient w.r.t. the input of unit j (= output of unit j-1) is ready.
-        ready = {name: t for name, t in self._bwd_marks if name.startswith("in")}
+        ready = dict(self._bwd_marks)
         n_blocks = self.n_units - 1
-        prev = t_start
-        last_in = ready.get(f"in{n_blocks + 1}", t_start)
-        self.log.add("compute_bwd", t_start, last_in, unit=0, part="head")
-        prev = last_in
+        prev = ready.get(f"in{n_blocks + 1}", t_start)
+        log.add_span("compute_bwd", t_start, prev, unit=0, part="head")
         for j in range(n_blocks, 0, -1):
             t = ready.get(f"in{j}", prev)
-            self.log.add("compute_bwd", prev, t, unit=j)
+            log.add_span("compute_bwd", prev, t, unit=j)
             prev = t
-        self.log.add("compute_bwd", prev, t_end, unit=0, part="embed")
+        log.add_span("compute_bwd", prev, t_end, unit=0, part="embed")
         self.finish_backward()
 
     def finish_backward(self) -> None:

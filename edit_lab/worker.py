@@ -80,11 +80,11 @@ class Trainer:
 
     def __init__(self, cfg: RunConfig, mesh: Mesh, device: torch.device, clock: Clock) -> None:
         self.cfg, self.mesh, self.device = cfg, mesh, device
-        self.log = EventLog(mesh.rank, mesh.replica, mesh.shard, clock)
+        self.log = EventLog(mesh.rank, mesh.replica, mesh.shard, clock, cuda=device.type == "cuda")
         link = LinkModel(cfg.link_latency_ms / 1e3, cfg.link_bandwidth_mbps * 1e6)
         self.comm = Comm(mesh, self.log, link)
         model = build_model(cfg.model, cfg.seed)
-        self.engine = ShardedModel(model, self.comm, device)
+        self.engine = ShardedModel(model, self.comm, device, bf16=cfg.bf16)
         self.method = make_method(cfg, self.engine)
         self.optimizer = make_optimizer(cfg, self.engine.shards)
         self.method.optimizer = self.optimizer
@@ -179,8 +179,9 @@ class Trainer:
                     if not cfg.spike_units or unit in cfg.spike_units:
                         p.mul_(cfg.spike_scale)
         self.method.after_optimizer(step)
+        value = float(loss.detach())  # waits for the device, so t_end is the step's real end
         t_end = clock.now()
-        value = float(loss.detach())
+        log.resolve()
         self.metrics.append({"kind": "train", "step": step, "rank": self.mesh.rank, "replica": self.mesh.replica,
                              "shard": self.mesh.shard, "loss": value, "tokens": x.numel(), "t": t_end,
                              "dt": t_end - t_begin})
@@ -196,6 +197,7 @@ class Trainer:
             losses = [float(self.engine.forward(x.to(self.device), y.to(self.device), shards=shards, grad=False))
                       for x, y in self.val]
         value = sum(losses) / len(losses)
+        self.log.resolve()
         self.metrics.append({"kind": "eval", "step": step, "rank": self.mesh.rank, "replica": self.mesh.replica,
                              "shard": self.mesh.shard, "val_loss": value, "t": self.log.clock.now()})
         return value
@@ -248,6 +250,7 @@ def run_rank(cfg: RunConfig, rank: int, world_size: int, local_rank: int, init_m
         dist.broadcast(start_unix, src=0)
         dist.barrier()
         clock.reset()  # the common start: every rank leaves the barrier at (nearly) the same moment
+        trainer.log.start_device_clock()
         progress = ProgressFile(out / "progress") if rank == 0 else None
         trainer.run(progress)
         RunWriter(out, cfg, trainer, float(start_unix)).write()

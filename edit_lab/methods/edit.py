@@ -102,6 +102,7 @@ class EDiTMethod(LocalSGDMethod):
         sq = torch.stack([self.outer.pseudo_gradient(u, th).double().pow(2).sum()
                           for u, th in enumerate(self.engine.shards)])
         self.comm.all_reduce(sq, group="shard", kind="sync_norms")
+        dev = self.engine.device  # NCCL only moves device tensors
         mine = torch.zeros(n_units, 4, dtype=torch.float64)
         for u in range(n_units):
             g = float(sq[u].sqrt())
@@ -110,9 +111,9 @@ class EDiTMethod(LocalSGDMethod):
             else:
                 outlier, z, thr = (not math.isfinite(g)), 0.0, math.inf
             mine[u] = torch.tensor([g, z, thr, float(outlier)], dtype=torch.float64)
-        everyone = torch.zeros(R * n_units * 4, dtype=torch.float64)
-        self.comm.all_gather(everyone, mine.reshape(-1), group="sync", kind="sync_decisions")
-        self.decisions = everyone.reshape(R, n_units, 4)
+        everyone = torch.zeros(R * n_units * 4, dtype=torch.float64, device=dev)
+        self.comm.all_gather(everyone, mine.reshape(-1).to(dev), group="sync", kind="sync_decisions")
+        self.decisions = everyone.reshape(R, n_units, 4).cpu()
         self.weights = []
         for u in range(n_units):
             norms = self.decisions[:, u, 0].tolist()
