@@ -167,7 +167,14 @@ class Comm:
         return h.deadline
 
     def _complete(self, h: Handle, waited: bool) -> None:
-        w0 = self.clock.now()
+        """Wait for `h` (and its simulated link time) and record it.
+
+        `exposed` is the time this rank could not compute because of it: the whole collective when it
+        was blocking, only the wait when it was issued early. On a GPU the wait is measured on the
+        compute stream with CUDA events (the host does not block on NCCL), on the CPU by the clock.
+        """
+        log = self.log
+        w0 = log.mark()
         h.work.wait()
         h._mark_done()
         end = h.done_at
@@ -176,10 +183,11 @@ class Comm:
             delay = end - self.clock.now()
             if delay > 0:
                 time.sleep(delay)
-        w1 = max(self.clock.now(), end)
+        w1 = log.mark()
+        if not log.cuda:
+            w1 = max(w1, end)
         h.finished = True
-        exposed = (w1 - w0) if waited else (w1 - h.t0)
-        self.log.add(h.kind, h.t0, end, unit=h.unit, nbytes=h.nbytes, group=h.group, step=h.step,
-                     exposed=exposed, overlapped=waited)
+        log.add_span(h.kind, h.t0, end, unit=h.unit, nbytes=h.nbytes, group=h.group, step=h.step,
+                     overlapped=waited, exposed_between=(w0 if waited else h.t0, w1))
         if waited:
-            self.log.add("wait", w0, w1, unit=h.unit, group=h.group, step=self.log.step, on=h.kind)
+            log.add_span("wait", w0, w1, unit=h.unit, group=h.group, step=log.step, on=h.kind)

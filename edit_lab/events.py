@@ -66,12 +66,19 @@ class EventLog:
         ev.record()
         return ev
 
-    def add_span(self, kind: str, m0: Any, m1: Any, **kw: Any) -> None:
-        """Like `add`, with markers from `mark()`; on a GPU the span is resolved later."""
+    def add_span(self, kind: str, m0: Any, m1: Any, exposed_between: tuple[Any, Any] | None = None,
+                 **kw: Any) -> None:
+        """Like `add`, with markers from `mark()`; on a GPU the span is resolved later.
+
+        `exposed_between=(ma, mb)` stores `data.exposed = mb − ma` (seconds), resolved the same way.
+        """
+        kw.setdefault("step", self.step)
         if not self.cuda:
+            if exposed_between is not None:
+                kw["exposed"] = exposed_between[1] - exposed_between[0]
             self.add(kind, m0, m1, **kw)
         else:
-            self._pending.append((m0, m1, dict(kind=kind, step=kw.pop("step", self.step), **kw)))
+            self._pending.append((m0, m1, dict(kind=kind, exposed_between=exposed_between, **kw)))
 
     def seconds(self, marker: Any) -> float:
         if not self.cuda or isinstance(marker, float):
@@ -85,7 +92,9 @@ class EventLog:
 
         torch.cuda.synchronize()
         for m0, m1, kw in self._pending:
-            kind = kw.pop("kind")
+            kind, between = kw.pop("kind"), kw.pop("exposed_between")
+            if between is not None:
+                kw["exposed"] = max(0.0, self.seconds(between[1]) - self.seconds(between[0]))
             self.add(kind, self.seconds(m0), self.seconds(m1), **kw)
         self._pending.clear()
 

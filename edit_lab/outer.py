@@ -12,6 +12,7 @@ unsharded DiLoCo. With `cpu_offload` they live on the CPU between syncs, freeing
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -59,7 +60,9 @@ class OuterState:
         return n
 
     def state_dict(self) -> dict[str, Any]:
-        return {"anchors": [a.detach().cpu().clone() for a in self.anchors], "optimizer": self.optimizer.state_dict()}
+        # deepcopy: the optimizer's state_dict shares its momentum tensors with the live optimizer
+        return {"anchors": [a.detach().cpu().clone() for a in self.anchors],
+                "optimizer": copy.deepcopy(self.optimizer.state_dict())}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         with torch.no_grad():

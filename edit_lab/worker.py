@@ -289,6 +289,12 @@ def main(argv: list[str] | None = None) -> None:
         traceback.print_exc()
         sys.stderr.flush()
         os._exit(1)  # never hang in interpreter shutdown with a broken process group
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # The run directory is complete. Skip interpreter teardown: gloo's background threads can abort the
+    # process while static objects are destroyed ("terminate called without an active exception"),
+    # which would turn a finished run into a failed one.
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -148,7 +148,7 @@ class DiLoCoMethod(LocalSGDMethod):
         flat = torch.cat(deltas)
         self.comm.all_reduce(flat, group="sync", kind="sync_reduce", unit=None)
         flat.div_(R)
-        with self.log.span("outer_step", step=step):
+        with self.log.span("outer_step", sync_step=step):  # event step: the step whose time it takes
             for unit, (theta, piece) in enumerate(zip(self.engine.shards, flat.split([d.numel() for d in deltas]))):
                 outer.step(unit, piece)
                 outer.reset(unit, theta)
