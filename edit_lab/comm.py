@@ -68,6 +68,7 @@ class Handle:
     deadline: float | None = None  # end of the simulated link transfer, sync group only
     finished: bool = False
     result: Any = None
+    after: Any = None  # called once the collective is complete (copies a CPU-staged result back to the GPU)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def _mark_done(self, _fut: Any = None) -> None:
@@ -84,7 +85,10 @@ class Handle:
 class Comm:
     """Issues collectives on the shard group, the sync group or the world, and records them."""
 
-    def __init__(self, mesh: Mesh, log: EventLog, link: LinkModel | None = None) -> None:
+    def __init__(self, mesh: Mesh, log: EventLog, link: LinkModel | None = None, stage_to_cpu: bool = False) -> None:
+        """`stage_to_cpu`: run collectives on CPU copies of GPU tensors — for several ranks sharing one GPU,
+        which NCCL refuses, over gloo."""
+        self.stage_to_cpu = stage_to_cpu
         self.mesh = mesh
         self.log = log
         self.clock = log.clock
@@ -111,8 +115,9 @@ class Comm:
         if self.size(group) == 1:
             out.copy_(inp)
             return self._local(out)
-        work = dist.all_gather_into_tensor(out, inp, group=self.group(group), async_op=True)
-        return self._issue(work, kind, group, unit, out.numel() * out.element_size(), out, async_op)
+        (o, i), after = self._staged(out, inp)
+        work = dist.all_gather_into_tensor(o, i, group=self.group(group), async_op=True)
+        return self._issue(work, kind, group, unit, out.numel() * out.element_size(), out, async_op, after)
 
     def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, group: str, kind: str = "reduce_scatter",
                        unit: int | None = None, async_op: bool = False, mean: bool = True) -> Handle:
@@ -123,30 +128,44 @@ class Comm:
             return self._local(out)
         if mean:
             inp = inp / n  # divide first: the result is then independent of the summation grouping scale
-        work = dist.reduce_scatter_tensor(out, inp, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
-        return self._issue(work, kind, group, unit, inp.numel() * inp.element_size(), out, async_op)
+        (o, i), after = self._staged(out, inp)
+        work = dist.reduce_scatter_tensor(o, i, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
+        return self._issue(work, kind, group, unit, inp.numel() * inp.element_size(), out, async_op, after)
 
     def all_reduce(self, t: torch.Tensor, group: str, kind: str = "all_reduce", unit: int | None = None,
                    async_op: bool = False) -> Handle:
         """t <- sum over members of t (in place)."""
         if self.size(group) == 1:
             return self._local(t)
-        work = dist.all_reduce(t, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
-        return self._issue(work, kind, group, unit, t.numel() * t.element_size(), t, async_op)
+        (tt,), after = self._staged(t)
+        work = dist.all_reduce(tt, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
+        return self._issue(work, kind, group, unit, t.numel() * t.element_size(), t, async_op, after)
 
     def barrier(self) -> None:
         dist.barrier()
 
     # ------------------------------------------------------------------ internals
+    def _staged(self, out: torch.Tensor, *inputs: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], Any]:
+        """(tensors to hand to the backend, completion callback): CPU copies when staging a GPU tensor.
+
+        The first tensor is the one the collective writes; its CPU copy is copied back on completion.
+        """
+        if not (self.stage_to_cpu and out.is_cuda):
+            return (out, *inputs), None
+        cpu_out = out.detach().cpu()
+        cpu_in = tuple(t.detach().cpu() for t in inputs)
+        return (cpu_out, *cpu_in), lambda: out.copy_(cpu_out)
+
     def _local(self, result: Any) -> Handle:
         h = Handle(self, None, "local", "local", None, 0, self.clock.now(), self.log.step, finished=True)
         h.result = result
         return h
 
     def _issue(self, work: Any, kind: str, group: str, unit: int | None, nbytes: int, result: Any,
-               async_op: bool) -> Handle:
+               async_op: bool, after: Any = None) -> Handle:
         h = Handle(self, work, kind, group, unit, nbytes, self.clock.now(), self.log.step)
         h.result = result
+        h.after = after
         try:  # not every backend/collective has a future; then completion is known only at wait()
             work.get_future().add_done_callback(h._mark_done)
         except RuntimeError:
@@ -177,6 +196,8 @@ class Comm:
         w0 = log.mark()
         h.work.wait()
         h._mark_done()
+        if h.after is not None:
+            h.after()
         end = h.done_at
         if h.group == "sync" and self.link.active:
             end = self._deadline(h)

@@ -207,6 +207,14 @@ class RunConfig:
         for r in self.straggler_replicas:
             if not 0 <= r < self.replicas:
                 bad("straggler_replicas", f"replica indices in 0..{self.replicas - 1}")
+        if self.device == "cuda" or self.backend == "nccl":
+            import torch
+
+            if not torch.cuda.is_available():
+                name = "device" if self.device == "cuda" else "backend"
+                bad(name, "auto or cpu/gloo here: no CUDA device is visible on this machine")
+        if self.backend == "nccl" and self.device == "cpu":
+            bad("backend", "gloo or auto with device='cpu' (NCCL moves only GPU tensors)")
         if self.data is not None and not Path(self.data).is_file():
             bad("data", "a readable text file (or None for the default corpus)")
         if self.resume is not None and not Path(self.resume).is_dir():

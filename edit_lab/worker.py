@@ -62,10 +62,18 @@ def resolve_device(cfg: RunConfig, local_rank: int) -> torch.device:
     return torch.device("cpu")
 
 
+def local_world_size(cfg: RunConfig) -> int:
+    """Ranks on this machine: torchrun says so; our own launcher puts every rank here."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", cfg.world_size))
+
+
 def resolve_backend(cfg: RunConfig, device: torch.device) -> str:
+    """NCCL when every local rank has a GPU of its own; otherwise gloo (on GPUs: through CPU copies)."""
     if cfg.backend != "auto":
         return cfg.backend
-    return "nccl" if device.type == "cuda" else "gloo"
+    if device.type == "cuda" and torch.cuda.device_count() >= local_world_size(cfg):
+        return "nccl"
+    return "gloo"
 
 
 def make_optimizer(cfg: RunConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
@@ -82,7 +90,8 @@ class Trainer:
         self.cfg, self.mesh, self.device = cfg, mesh, device
         self.log = EventLog(mesh.rank, mesh.replica, mesh.shard, clock, cuda=device.type == "cuda")
         link = LinkModel(cfg.link_latency_ms / 1e3, cfg.link_bandwidth_mbps * 1e6)
-        self.comm = Comm(mesh, self.log, link)
+        stage = device.type == "cuda" and resolve_backend(cfg, device) == "gloo"  # ranks sharing a GPU
+        self.comm = Comm(mesh, self.log, link, stage_to_cpu=stage)
         model = build_model(cfg.model, cfg.seed)
         self.engine = ShardedModel(model, self.comm, device, bf16=cfg.bf16)
         self.method = make_method(cfg, self.engine)
