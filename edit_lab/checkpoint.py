@@ -5,9 +5,10 @@ the anchor: it holds, per rank, the parameter shard (= the anchor shard), the ou
 momentum, the inner optimizer's state, the anomaly detectors, the step counters, the A-EDiT timer
 and the metrics so far. Data positions are the step number: the data streams are stateless.
 
-Layout: `<run>/checkpoints/step-000040/rank{r}.pt` plus `manifest.json`. Every rank writes into
-`step-000040.tmp/`; after a barrier rank 0 writes the manifest (each file's size and CRC-32) and
-renames the folder. A folder without a manifest, or whose files do not match it, was cut short and
+Layout: `<run>/checkpoints/sync-000004/rank{r}.pt` plus `manifest.json`, numbered by syncs rather
+than steps because under A-EDiT the replicas meet at different step counts (each rank's file holds
+its own next step; the manifest lists them). Every rank writes into `sync-000004.tmp/`; after a
+barrier rank 0 writes the manifest (each file's size and CRC-32) and renames the folder. A folder without a manifest, or whose files do not match it, was cut short and
 is refused; resuming from a run directory then falls back to the newest checkpoint that is whole.
 
 Elastic replicas: resuming with a different number of replicas (same shard count) gives new replica
@@ -35,8 +36,8 @@ class CheckpointError(RuntimeError):
     """A checkpoint that cannot be used; the message says which file and why."""
 
 
-def checkpoint_dir(run_dir: Path, step: int) -> Path:
-    return run_dir / "checkpoints" / f"step-{step:06d}"
+def checkpoint_dir(run_dir: Path, sync_index: int) -> Path:
+    return run_dir / "checkpoints" / f"sync-{sync_index:06d}"
 
 
 def _crc_file(path: Path) -> int:
@@ -47,19 +48,23 @@ def _crc_file(path: Path) -> int:
     return crc
 
 
-def save(run_dir: Path, step: int, rank: int, world_size: int, state: dict[str, Any], meta: dict[str, Any]) -> Path:
-    """Every rank calls this at the same point; returns the final folder (complete only after rank 0 renames)."""
-    final = checkpoint_dir(run_dir, step)
+def save(run_dir: Path, sync_index: int, rank: int, world_size: int, state: dict[str, Any],
+         meta: dict[str, Any]) -> Path:
+    """Every rank calls this at the same sync; returns the final folder (complete only after rank 0 renames)."""
+    final = checkpoint_dir(run_dir, sync_index)
     tmp = final.with_name(final.name + ".tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     part = tmp / f"rank{rank}.pt.part"
     torch.save(state, part)
     os.replace(part, tmp / f"rank{rank}.pt")
+    (tmp / f"rank{rank}.step").write_text(str(state["step"]))
     dist.barrier()
     if rank == 0:
         files = {f"rank{r}.pt": {"bytes": (tmp / f"rank{r}.pt").stat().st_size, "crc32": _crc_file(tmp / f"rank{r}.pt")}
                  for r in range(world_size)}
-        manifest = {**meta, "step": step, "world_size": world_size, "files": files}
+        steps = [int((tmp / f"rank{r}.step").read_text()) for r in range(world_size)]
+        manifest = {**meta, "sync": sync_index, "steps": steps, "step": max(steps), "world_size": world_size,
+                    "files": files}
         (tmp / "manifest.json.part").write_text(json.dumps(manifest, indent=2))
         os.replace(tmp / "manifest.json.part", tmp / "manifest.json")
         if final.exists():
@@ -93,18 +98,19 @@ def verify(ckpt: Path) -> dict[str, Any]:
 def resolve(path: str | Path, warn=print) -> Path:
     """A checkpoint folder, or the newest whole checkpoint of a run directory (skipping broken ones)."""
     path = Path(path)
-    if (path / "manifest.json").exists() or path.name.startswith("step-"):
+    if (path / "manifest.json").exists() or path.name.startswith("sync-"):
         verify(path)
         return path
     root = path / "checkpoints"
-    candidates = sorted((p for p in root.glob("step-*") if p.is_dir()), reverse=True) if root.exists() else []
+    candidates = sorted((p for p in root.glob("sync-*") if p.is_dir() and not p.name.endswith(".tmp")),
+                        reverse=True) if root.exists() else []
     for c in candidates:
         try:
             verify(c)
             return c
         except CheckpointError as e:
             warn(f"edit_lab: skipping a broken checkpoint: {e}")
-    raise CheckpointError(f"no whole checkpoint under {path} (looked for {root}/step-*/manifest.json)")
+    raise CheckpointError(f"no whole checkpoint under {path} (looked for {root}/sync-*/manifest.json)")
 
 
 def check_compatible(manifest: dict[str, Any], cfg) -> None:

@@ -217,6 +217,9 @@ class RunConfig:
             bad("backend", "gloo or auto with device='cpu' (NCCL moves only GPU tensors)")
         if self.data is not None and not Path(self.data).is_file():
             bad("data", "a readable text file (or None for the default corpus)")
+        if self.checkpoint_every and self.method == "co2":
+            bad("checkpoint_every", "0 with method co2: a CO2 round is always in flight, so there is no moment "
+                "where every replica holds the anchor to checkpoint")
         if self.resume is not None and not Path(self.resume).is_dir():
             bad("resume", "an existing run or checkpoint directory")
         choice("fault_kind", FAULT_KINDS)

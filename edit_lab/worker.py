@@ -125,8 +125,8 @@ class Trainer:
                 self.save_checkpoint(next_step)
 
     def save_checkpoint(self, next_step: int) -> None:
-        with self.log.span("checkpoint", next_step=next_step):
-            checkpoint.save(Path(self.cfg.out), next_step, self.mesh.rank, self.mesh.world_size,
+        with self.log.span("checkpoint", next_step=next_step, sync=self.syncs_done):
+            checkpoint.save(Path(self.cfg.out), self.syncs_done, self.mesh.rank, self.mesh.world_size,
                             self.state_dict(next_step), {"config": self.cfg.to_dict()})
 
     def state_dict(self, next_step: int) -> dict:

@@ -23,18 +23,10 @@ def method_registry() -> dict[str, type[Method]]:
         registry["edit"] = EDiTMethod
     except ImportError:
         pass
-    try:
-        from .aedit import AEDiTMethod
+    from .aedit import AEDiTMethod
+    from .co2 import CO2Method
 
-        registry["aedit"] = AEDiTMethod
-    except ImportError:
-        pass
-    try:
-        from .co2 import CO2Method
-
-        registry["co2"] = CO2Method
-    except ImportError:
-        pass
+    registry.update(aedit=AEDiTMethod, co2=CO2Method)
     return registry
 
 

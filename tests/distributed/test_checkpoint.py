@@ -33,10 +33,35 @@ def test_killed_run_resumes_bit_for_bit(method, tmp_path):
     assert full.val_losses() == resumed.val_losses()
 
 
+def test_aedit_checkpoint_resumes_and_replicas_agree(tmp_path):
+    """A-EDiT syncs by wall clock, so a resumed run is not step-for-step the same run; it must still resume
+    every replica from its own step and timer and end with all replicas on one model."""
+    kw = dict(method="aedit", steps=16, sync_period=0.05, min_sync_steps=1, checksums=True)
+    first = launch(small(checkpoint_every=1, out=str(tmp_path / "first"), **kw))
+    ckpts = sorted((first.path / "checkpoints").glob("sync-*"))
+    assert len(ckpts) >= 2
+    import json
+
+    manifest = json.loads((ckpts[0] / "manifest.json").read_text())
+    assert len(manifest["steps"]) == 4 and manifest["step"] == max(manifest["steps"]) < 16
+    resumed = launch(small(resume=str(ckpts[0]), out=str(tmp_path / "resumed"), **{**kw, "steps": 20}))
+    rec = resumed.syncs[0]
+    assert rec["kind"] == "resume"
+    per_replica = {r: v["steps"] for r, v in resumed.summary["per_replica"].items()}
+    assert all(0 < n <= 20 for n in per_replica.values())
+    last = {}
+    for e in resumed.events:
+        if e["kind"] == "checksum":
+            last[(e["rank"], e["unit"])] = e["data"]
+    for (rank, unit), d in last.items():
+        assert d["theta"] == d["anchor"]
+        assert d["anchor"] == last[(rank % 2, unit)]["anchor"]  # same shard index in the other replica
+
+
 def test_cut_short_checkpoint_is_refused_and_the_previous_one_used(tmp_path):
     run = launch(small(method="edit", steps=11, checkpoint_every=1, out=str(tmp_path / "run")))
-    ckpts = sorted((run.path / "checkpoints").glob("step-*"))
-    assert [c.name for c in ckpts] == ["step-000005", "step-000008", "step-000011"]
+    ckpts = sorted((run.path / "checkpoints").glob("sync-*"))
+    assert [c.name for c in ckpts] == ["sync-000001", "sync-000002", "sync-000003"]  # syncs at steps 5, 8, 11
     newest = ckpts[-1]
     data = (newest / "rank2.pt").read_bytes()
     (newest / "rank2.pt").write_bytes(data[: len(data) // 2])  # a write cut short
