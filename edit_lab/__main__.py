@@ -28,7 +28,7 @@ def _add_config_flags(ap: argparse.ArgumentParser) -> None:
             ap.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_)
         elif f.name == "betas":
             ap.add_argument(flag, dest=f.name, type=float, nargs=2, default=None, help=help_)
-        elif f.name == "straggler_replicas":
+        elif f.name in ("straggler_replicas", "spike_units"):  # tuple[int, ...]
             ap.add_argument(flag, dest=f.name, type=int, nargs="*", default=None, help=help_)
         else:
             base = {int: int, float: float}.get(hint, None)

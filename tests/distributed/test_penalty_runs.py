@@ -1,0 +1,193 @@
+"""The pseudo-gradient penalty in real runs: a spiked replica, a NaN replica, a tight clip.
+
+The spike runs use 2 shards × 3 replicas (six gloo ranks, above our usual four, because the issue
+asks for three replicas: with two, "the others' weights sum to 1" is a single weight of 1). To keep
+them to seconds they use the nano model and 14 steps: W = 2, τ = 2, so syncs happen at the forwards
+of steps 4, 6, 8, 10, 12 and at the end (14).
+
+Why the detector is set to α = 0.3 and E = 3 here rather than the defaults (0.02, 10): E = 10 would
+need ten syncs before the detector may flag anything, and with α = 0.02 a detector armed after only
+three syncs still has its mean μ near 0 (μ starts at 0 and moves 2 % per sync), so it would take
+*healthy* norms for outliers (z ≈ 4 after three constant values). α = 0.3 lets μ and σ settle in
+three syncs; on these runs the largest healthy z is about a third of the threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+import pytest
+import torch
+
+from edit_lab import launch
+from tests.helpers import small
+
+SPIKE_STEP = 11  # after its optimizer step; the next forward (step 12) syncs, so no step computes with it
+SPIKE_SYNC = 12
+SPIKE_REPLICA = 1
+SPIKE_UNITS = (1,)  # block 0 only: nano has units root, block0, block1
+OFF = dict(penalty_anomaly=False, penalty_weighting=False, penalty_clip=False)
+
+
+def _spike_cfg(out, **kw):
+    base = dict(method="edit", shards=2, replicas=3, steps=14, warmup_steps=2, sync_interval=2,
+                penalty_alpha=0.3, penalty_arming=3, spike_replica=SPIKE_REPLICA, spike_step=SPIKE_STEP,
+                spike_scale=10.0, spike_units=SPIKE_UNITS, checksums=True, threads=1, out=str(out))
+    base.update(kw)
+    return small(**base)
+
+
+@pytest.fixture(scope="module")
+def spike_on(tmp_path_factory):
+    return launch(_spike_cfg(tmp_path_factory.mktemp("spike_on") / "run"))
+
+
+@pytest.fixture(scope="module")
+def spike_off(tmp_path_factory):
+    return launch(_spike_cfg(tmp_path_factory.mktemp("spike_off") / "run", **OFF))
+
+
+def _by_sync_unit(run):
+    """{(sync step, unit): [record of replica 0, 1, …]}."""
+    out = defaultdict(list)
+    for p in sorted(run.penalty, key=lambda p: (p["step"], p["unit"], p["replica"])):
+        out[(p["step"], p["unit"])].append(p)
+    return dict(out)
+
+
+def _anchor_checksums(run):
+    """{(step, unit, shard): {replica: (theta crc, anchor crc)}} from the per-rank checksum events."""
+    out = defaultdict(dict)
+    for e in run.events_of("checksum"):
+        out[(e["step"], e["unit"], e["shard"])][e["replica"]] = (e["data"]["theta"], e["data"]["anchor"])
+    return dict(out)
+
+
+def _assert_replicas_agree(run):
+    sums = _anchor_checksums(run)
+    cfg = run.config
+    n_units = 1 + (len(run.penalty) and max(p["unit"] for p in run.penalty))
+    syncs = sorted({p["step"] for p in run.penalty})
+    assert set(sums) == {(s, u, sh) for s in syncs for u in range(n_units) for sh in range(cfg.shards)}
+    for key, per_replica in sums.items():
+        assert sorted(per_replica) == list(range(cfg.replicas)), key
+        assert len(set(per_replica.values())) == 1, (key, per_replica)  # same θ and anchor in every replica
+        theta, anchor = next(iter(per_replica.values()))
+        assert theta == anchor, key  # θ ← a after the sync
+
+
+def test_spike_is_flagged_for_the_struck_units_only(spike_on):
+    groups = _by_sync_unit(spike_on)
+    syncs = sorted({s for s, _ in groups})
+    assert syncs == [4, 6, 8, 10, 12, 14]
+    flagged = {(p["step"], p["unit"], p["replica"]) for recs in groups.values() for p in recs if p["outlier"]}
+    assert flagged == {(SPIKE_SYNC, u, SPIKE_REPLICA) for u in SPIKE_UNITS}
+    for u in SPIKE_UNITS:
+        recs = groups[(SPIKE_SYNC, u)]
+        spiked, others = recs[SPIKE_REPLICA], [p for p in recs if p["replica"] != SPIKE_REPLICA]
+        # θ ← 10θ makes G = ‖a − 10θ‖ ≈ 9‖a‖, orders of magnitude above a normal round's drift
+        assert spiked["G"] > 50 * max(p["G"] for p in others)
+        assert spiked["z"] > spiked["threshold"] >= 3.0
+        assert all(p["z"] <= p["threshold"] for p in others)
+    # the unit that was not struck judges the same replica healthy at the same sync
+    untouched = groups[(SPIKE_SYNC, 0)][SPIKE_REPLICA]
+    assert not untouched["outlier"] and untouched["weight"] > 0.3
+
+
+def test_spiked_replica_weight_zero_and_softmax_over_the_others(spike_on):
+    for (step, unit), recs in _by_sync_unit(spike_on).items():
+        assert len(recs) == 3
+        kept = [p for p in recs if not p["outlier"]]
+        assert all(p["weight"] == 0.0 for p in recs if p["outlier"])
+        assert math.fsum(p["weight"] for p in kept) == pytest.approx(1.0, abs=1e-12)
+        # T = 1: w_r ∝ exp(−G_r), so the ratio of two kept weights is exp(G_s − G_r)
+        a, b = kept[0], kept[-1]
+        assert a["weight"] / b["weight"] == pytest.approx(math.exp(b["G"] - a["G"]), rel=1e-9)
+        assert not any(p["skipped"] for p in recs) and all(p["clip"] == 1.0 for p in recs)
+    spiked = _by_sync_unit(spike_on)[(SPIKE_SYNC, SPIKE_UNITS[0])]
+    assert [p["weight"] > 0 for p in spiked] == [True, False, True]
+    # the following sync restarted from the anchor: the replica is healthy again and weighs in
+    after = _by_sync_unit(spike_on)[(SPIKE_SYNC + 2, SPIKE_UNITS[0])][SPIKE_REPLICA]
+    assert not after["outlier"] and after["weight"] > 0.3
+
+
+def test_anchors_stay_bit_identical_across_replicas(spike_on):
+    _assert_replicas_agree(spike_on)
+
+
+def test_without_the_penalty_the_spike_reaches_the_anchor(spike_on, spike_off):
+    groups = _by_sync_unit(spike_off)
+    assert not any(p["outlier"] for recs in groups.values() for p in recs)
+    assert all(p["weight"] == pytest.approx(1 / 3, abs=1e-15) for recs in groups.values() for p in recs)
+    struck = groups[(SPIKE_SYNC, SPIKE_UNITS[0])][SPIKE_REPLICA]
+    assert struck["G"] == pytest.approx(_by_sync_unit(spike_on)[(SPIKE_SYNC, SPIKE_UNITS[0])][SPIKE_REPLICA]["G"],
+                                        rel=1e-3)  # same spike, same size, both runs
+    _assert_replicas_agree(spike_off)  # the damage is consistent: every replica inherits it
+    # mean Δ ≈ (a − 10a)/3 = −3a and Nesterov moves the anchor by −1.26·Δ̄ (then momentum carries it on):
+    # the struck block of the final model is about six times larger; with the penalty it is not
+    on, off = spike_on.state_dict(), spike_off.state_dict()
+
+    def norm(sd, prefix):
+        keys = [k for k in sd if k.startswith(prefix)]
+        assert keys, sorted(sd)
+        return math.sqrt(math.fsum(float(sd[k].double().pow(2).sum()) for k in keys))
+
+    assert norm(off, "blocks.0.") > 4.0 * norm(on, "blocks.0.")
+    for prefix in ("root.", "blocks.1."):  # units the spike did not touch end up (nearly) the same
+        assert norm(off, prefix) == pytest.approx(norm(on, prefix), rel=0.02)
+
+
+@pytest.fixture(scope="module")
+def nan_run(tmp_path_factory):
+    """2×2: replica 1's parameters become inf after step 6, so step 7 computes a NaN loss; a tight φ."""
+    cfg = small(method="edit", shards=2, replicas=2, steps=12, warmup_steps=2, sync_interval=2,
+                penalty_alpha=0.3, penalty_arming=3, penalty_clip_norm=0.1, spike_replica=1, spike_step=6,
+                spike_scale=float("inf"), checksums=True, out=str(tmp_path_factory.mktemp("nan") / "run"))
+    return launch(cfg)
+
+
+def test_nan_replica_is_excluded_and_recovers(nan_run):
+    groups = _by_sync_unit(nan_run)
+    assert sorted({s for s, _ in groups}) == [4, 6, 8, 10, 12]
+    for (step, unit), (r0, r1) in groups.items():
+        if step == 8:  # the first sync after the blow-up: an outlier even though E = 3 syncs had not passed
+            assert r1["G"] is None and r1["z"] is None and r1["outlier"]  # non-finite → null in JSON
+            assert (r0["weight"], r1["weight"], r0["skipped"]) == (1.0, 0.0, False)
+        else:
+            assert not r0["outlier"] and not r1["outlier"]
+    losses = dict(nan_run.train_losses(1))
+    assert math.isnan(losses[7])  # the step computed with inf parameters
+    # θ ← a at step 8 and the inner optimizer state forgotten: the replica trains normally again
+    assert all(math.isfinite(losses[s]) for s in range(8, 12))
+    assert losses[11] < losses[6]
+    assert math.isfinite(nan_run.summary["final_val_loss"]) and math.isfinite(nan_run.summary["final_train_loss"])
+    assert all(torch.isfinite(v).all() for v in nan_run.state_dict().values())
+    _assert_replicas_agree(nan_run)
+
+
+def test_tight_clip_norm_scales_the_aggregate(nan_run):
+    phi = nan_run.config.penalty_clip_norm
+    for (step, unit), recs in _by_sync_unit(nan_run).items():
+        assert recs[0]["clip"] == recs[1]["clip"]  # one aggregate per unit, one factor
+        clip = recs[0]["clip"]
+        assert 0.0 < clip < 1.0
+        if step == 8:  # only replica 0 contributes, with weight 1: the aggregate norm is exactly its G
+            assert clip == pytest.approx(phi / (recs[0]["G"] + 1e-6), rel=1e-9)
+        else:  # ‖Σ w_r Δ_r‖ ≤ Σ w_r G_r, so the factor is at least φ / Σ w_r G_r
+            bound = phi / (math.fsum(p["weight"] * p["G"] for p in recs) + 1e-6)
+            assert bound * (1 - 1e-9) <= clip
+
+
+def test_spike_settings_are_validated():
+    from edit_lab import ConfigError
+
+    small(spike_units=(0, 2)).validate()
+    for bad in ((3,), (-1,), (1, 1)):  # nano has units 0 (root), 1, 2
+        with pytest.raises(ConfigError, match="spike_units"):
+            small(spike_units=bad).validate()
+    # a spike during warm-up would give the replicas different anchors at step W (here W = 2)
+    small(method="edit", spike_replica=1, spike_step=2).validate()
+    with pytest.raises(ConfigError, match="spike_step"):
+        small(method="edit", spike_replica=1, spike_step=1).validate()
+
