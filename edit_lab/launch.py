@@ -6,7 +6,8 @@ and a crash in a worker can never take the notebook kernel down with it.
 
 The launcher owns the rendezvous store (a `TCPStore` on a port the OS picks), so two runs started at
 once never share a port. If a rank fails, every other rank is ended within seconds, and the error
-raised here names the rank and carries its traceback. Workers also ask the kernel to kill them if
+raised here names the rank that caused it (not a peer that merely lost it: see `_first_failure`)
+and carries its traceback. Workers also ask the kernel to kill them if
 the launcher itself dies, so a restarted notebook leaves no orphans.
 """
 

@@ -95,11 +95,13 @@ def merge_metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (step, replica): the mean loss over the replica's shards, their tokens, the latest time."""
     train: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
     evals: dict[int, list[float]] = defaultdict(list)
+    eval_t: dict[int, float] = defaultdict(float)
     for m in rows:
         if m["kind"] == "train":
             train[(m["step"], m["replica"])].append(m)
         else:
             evals[m["step"]].append(m["val_loss"])
+            eval_t[m["step"]] = max(eval_t[m["step"]], m["t"])
     out: list[dict[str, Any]] = []
     for (step, replica), ms in sorted(train.items()):
         out.append({"kind": "train", "step": step, "replica": replica,
@@ -108,7 +110,7 @@ def merge_metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "carried": any(m.get("carried", False) for m in ms)})
     for step, vals in sorted(evals.items()):
         out.append({"kind": "eval", "step": step, "val_loss": sum(vals) / len(vals),
-                    "val_loss_spread": max(vals) - min(vals)})
+                    "val_loss_spread": max(vals) - min(vals), "t": eval_t[step]})
     return out
 
 

@@ -1,0 +1,109 @@
+"""Stragglers: throughput of every method against the capacity bound, and loss in equal wall-clock time.
+
+For each mesh (4 replicas × 1 shard, then 2 × 2), in one run of this script:
+
+0. calibration: a `sync` run without stragglers gives the step time s; A-EDiT's period is set to
+   τ·s, the random pause to 5·s;
+1. *consistent straggler*: replica 1 is 2× slower (each of its steps sleeps as long as it computed).
+   The **capacity bound** is the sum over replicas of each replica's own tokens/s, measured in the
+   same script by a run in which the replicas never talk (Local SGD with no sync until the end);
+2. *random stragglers*: each step, each replica pauses 5·s with probability 0.1. Compared with the
+   no-straggler throughput of the same method, and with that run's own capacity bound (a pause of
+   5 steps with probability 0.1 costs every replica a third of its time whatever the method, so
+   no method can exceed 1/1.5 ≈ 67% of the no-straggler throughput);
+3. validation loss of each method at the same wall-clock time (the shortest run's), interpolated
+   between its evaluations, under (1) and (2).
+
+Throughput of a run = Σ over replicas of (its tokens / the time of its last step): under A-EDiT a fast
+replica finishes its steps early, and counting its idle tail would understate it.
+
+    python benchmarks/stragglers.py [--steps 80] [--model tiny] [--meshes 1x4,2x2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from edit_lab import RunConfig, launch  # noqa: E402
+
+METHODS = ("sync", "diloco", "co2", "edit", "aedit")
+
+
+def throughput(run) -> float:
+    return sum(v["tokens_per_s"] for v in run.summary["per_replica"].values())
+
+
+def loss_at(run, t: float) -> float:
+    """Validation loss at wall-clock time t (linear between evaluations; the first one before it)."""
+    pts = sorted((m["t"], m["val_loss"]) for m in run.metrics if m["kind"] == "eval")
+    if t <= pts[0][0]:
+        return pts[0][1]
+    for (t0, v0), (t1, v1) in zip(pts, pts[1:]):
+        if t0 <= t <= t1:
+            return v0 + (v1 - v0) * (t - t0) / max(t1 - t0, 1e-9)
+    return pts[-1][1]
+
+
+def step_time(run) -> float:
+    dts = [m["dt"] for m in run.metrics if m["kind"] == "train" and m["step"] >= 5]
+    return statistics.median(dts)
+
+
+def scenario(name: str, base: RunConfig, extra: dict, out: str) -> dict:
+    runs = {m: launch(base.replace(method=m, out=f"{out}/{name}-{m}", **extra)) for m in METHODS}
+    bound_run = launch(base.replace(method="post_local_sgd", warmup_steps=0, sync_interval=base.steps + 1,
+                                    out=f"{out}/{name}-no-sync", **extra))
+    return {"runs": runs, "bound": throughput(bound_run)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--steps", type=int, default=80)
+    ap.add_argument("--meshes", default="1x4,2x2", help="shards x replicas, comma separated")
+    ap.add_argument("--out", default=str(ROOT / "runs" / "bench-stragglers"))
+    a = ap.parse_args()
+    for mesh in a.meshes.split(","):
+        shards, replicas = (int(x) for x in mesh.split("x"))
+        tau = 8
+        base = RunConfig(model=a.model, shards=shards, replicas=replicas, steps=a.steps, warmup_steps=8,
+                         sync_interval=tau, eval_every=10, eval_batches=2, progress=False, min_sync_steps=1)
+        out = f"{a.out}/{mesh}"
+        cal = launch(base.replace(method="sync", steps=20, eval_every=0, out=f"{out}/calibrate"))
+        s = step_time(cal)
+        base = base.replace(sync_period=tau * s)
+        print(f"\n## {shards} shard(s) × {replicas} replicas, model {a.model}, {a.steps} steps, τ={tau}: "
+              f"step {1e3 * s:.1f} ms, A-EDiT period {1e3 * tau * s:.0f} ms\n", flush=True)
+        clean = scenario("clean", base, {}, out)
+        consistent = scenario("consistent", base, dict(straggler_replicas=(1,), straggler_factor=2.0), out)
+        random_ = scenario("random", base, dict(random_pause_prob=0.1, random_pause_ms=5e3 * s), out)
+
+        print("| method | no stragglers tok/s | 1 replica 2× slower: tok/s | % of capacity bound | "
+              "random pauses: tok/s | % of no-straggler | % of its bound |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for m in METHODS:
+            c0, c1, c2 = (throughput(sc["runs"][m]) for sc in (clean, consistent, random_))
+            print(f"| {m} | {c0:.0f} | {c1:.0f} | {c1 / consistent['bound']:.0%} | {c2:.0f} | {c2 / c0:.0%} | "
+                  f"{c2 / random_['bound']:.0%} |")
+        print(f"| capacity bound | {clean['bound']:.0f} | {consistent['bound']:.0f} | 100% | {random_['bound']:.0f} | "
+              f"{random_['bound'] / clean['bound']:.0%} | 100% |")
+
+        print("\n| method | val loss at equal time, 1 replica 2× slower | val loss at equal time, random pauses |")
+        print("|---|---:|---:|")
+        t1 = min(max(m["t"] for m in r.metrics if m["kind"] == "eval") for r in consistent["runs"].values())
+        t2 = min(max(m["t"] for m in r.metrics if m["kind"] == "eval") for r in random_["runs"].values())
+        for m in METHODS:
+            print(f"| {m} | {loss_at(consistent['runs'][m], t1):.4f} | {loss_at(random_['runs'][m], t2):.4f} |")
+        print(f"(at {t1:.1f} s and {t2:.1f} s of wall clock)", flush=True)
+    print(f"\ncommand: python benchmarks/stragglers.py --steps {a.steps} --model {a.model} --meshes {a.meshes}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
