@@ -1,0 +1,25 @@
+"""Figures of runs: plain `plotly.graph_objects.Figure`s built by pure functions of loaded runs.
+
+One module per figure family, one colour table for all of them:
+
+    timeline_figure(run, steps=(10, 14))    what every rank did; hidden vs exposed communication
+    penalty_figure(run)                     EDiT's per-unit outlier, weight and clip decisions
+    straggler_figure([run_a, run_b])        tokens/s, waiting and local steps against the capacity bound
+    loss_figure([run_a, run_b])             loss against steps and against seconds
+    memory_figure(run)                      bytes per rank of parameters, optimizer and method state
+    write_html(figs, "page.html")           standalone HTML; write_trace(run) for Perfetto
+
+Every function accepts a `Run`, a run directory or its path; the widgets and the report only
+re-filter and redraw these.
+"""
+
+from .colors import kind_color, kind_label
+from .export import figures_html, trace_dict, write_html, write_trace
+from .losses import loss_figure
+from .memory import memory_figure
+from .penalty import penalty_figure
+from .stragglers import straggler_figure
+from .timeline import timeline_figure
+
+__all__ = ["figures_html", "kind_color", "kind_label", "loss_figure", "memory_figure", "penalty_figure",
+           "straggler_figure", "timeline_figure", "trace_dict", "write_html", "write_trace"]

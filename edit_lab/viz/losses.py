@@ -1,0 +1,61 @@
+"""Loss curves against steps and against wall-clock time, several runs overlaid.
+
+Why both axes: Local-SGD methods usually lose a little per *step* against synchronous training and
+win per *second*, because they talk less; only the two panels side by side tell that story.
+Training loss is the mean over replicas (or one line per replica); validation loss is evaluated on
+the model the replicas agree on (the anchor, for the Local-SGD family) and drawn with markers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..analysis import RunLike, as_runs, eval_table, metrics_table, run_labels
+from .colors import replica_color, run_colors
+
+
+def loss_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None = None,
+                per_replica: bool = False, title: str | None = None) -> go.Figure:
+    """Train (lines) and validation (markers) loss of every run, vs step (left) and vs seconds (right)."""
+    rs = as_runs(runs)
+    names = run_labels(rs, labels)
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.05,
+                        subplot_titles=("against inner steps", "against wall-clock time"))
+    for name, r, color in zip(names, rs, run_colors([r.config.method for r in rs])):
+        m = metrics_table(r)
+        groups: list[tuple[str, object, str]] = []
+        if per_replica:
+            for rep in sorted(m["replica"].unique()):
+                d = m[m["replica"] == rep].sort_values("step")
+                groups.append((f"{name} · replica {rep}", d, replica_color(int(rep)) if len(rs) == 1 else color))
+        else:
+            d = m.groupby("step").agg(loss=("loss", "mean"), t=("t", "max")).reset_index()
+            groups.append((f"{name} · train", d, color))
+        for i, (gname, d, c) in enumerate(groups):
+            for col, x, unit in ((1, d["step"], "step"), (2, d["t"], "s")):
+                fig.add_trace(go.Scatter(x=x, y=d["loss"], mode="lines", name=gname, legendgroup=gname,
+                                         showlegend=col == 1, line=dict(color=c, width=1.5),
+                                         hovertemplate=f"{gname}<br>%{{x:.3g}} {unit}: loss %{{y:.4f}}<extra></extra>",
+                                         meta={"role": "train", "run": name}), row=1, col=col)
+        ev = eval_table(r)
+        if len(ev):
+            vname = f"{name} · validation"
+            for col, x, unit in ((1, ev["step"], "step"), (2, ev["t"], "s")):
+                if x.isna().all():
+                    continue
+                fig.add_trace(go.Scatter(x=x, y=ev["val_loss"], mode="lines+markers", name=vname, legendgroup=vname,
+                                         showlegend=col == 1, line=dict(color=color, dash="dash", width=1),
+                                         marker=dict(size=8, symbol="circle"),
+                                         hovertemplate=f"{vname}<br>%{{x:.3g}} {unit}: val loss %{{y:.4f}}"
+                                                       "<extra></extra>",
+                                         meta={"role": "val", "run": name}), row=1, col=col)
+    fig.update_xaxes(title_text="inner step", row=1, col=1)
+    fig.update_xaxes(title_text="seconds since the start", row=1, col=2)
+    fig.update_yaxes(title_text="cross-entropy loss (nats/token)", row=1, col=1)
+    head = title or ("Loss: " + (names[0] if len(names) == 1 else ", ".join(names)))
+    fig.update_layout(title=head, template="plotly_white", height=440, legend=dict(title="run"),
+                      meta={"runs": names})
+    return fig

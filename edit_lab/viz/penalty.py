@@ -1,0 +1,130 @@
+"""Penalty decisions of EDiT's sync: per unit and sync, who was an outlier and how much each replica weighed.
+
+One column per unit (the penalty is per layer), four rows sharing the sync step as x axis:
+
+1. G, each replica's pseudo-gradient norm (log scale when norms span orders of magnitude);
+2. z, the detector's score, against its threshold δ·factor (dashed, per replica): a z above its
+   dashed line is an outlier (red ✕, also on G) and gets weight 0;
+3. the softmax weights as stacked bars (they sum to 1 unless the outer step was skipped);
+4. the clip factor applied to the aggregated pseudo-gradient (1 = not clipped).
+
+Reads only `penalty.jsonl`; a run without records (sync, diloco…) gets an empty figure that says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..analysis import RunLike, as_run, penalty_table, run_label
+from .colors import EXPOSED, replica_color
+
+ROW_TITLES = ("G = ‖Δ‖", "z vs δ·factor", "weight", "clip factor")
+
+
+def _unit_name(u: int) -> str:
+    return "unit 0 (root)" if u == 0 else f"unit {u} (block {u - 1})"
+
+
+def empty_figure(title: str, message: str) -> go.Figure:
+    """A figure with a title and a centred note, for data a run does not have."""
+    fig = go.Figure()
+    fig.add_annotation(text=message, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font=dict(size=14))
+    fig.update_layout(title=title, template="plotly_white", height=300, xaxis=dict(visible=False),
+                      yaxis=dict(visible=False), meta={"empty": True})
+    return fig
+
+
+def penalty_figure(run: RunLike, units: Iterable[int] | None = None, title: str | None = None) -> go.Figure:
+    """The penalty's decisions of `run` for `units` (default: all units with records).
+
+    `fig.layout.meta` holds the number of outlier markers and the units shown.
+    """
+    r = as_run(run)
+    df = penalty_table(r)
+    head = title or f"Penalty decisions of {run_label(r)}"
+    if df.empty:
+        return empty_figure(head, f"no penalty records: method {r.config.method!r} has no pseudo-gradient penalty")
+    shown = sorted(df["unit"].unique()) if units is None else [u for u in units if u in set(df["unit"])]
+    if not shown:
+        return empty_figure(head, "no penalty records for the chosen units")
+    fig = make_subplots(rows=4, cols=len(shown), shared_xaxes=True, vertical_spacing=0.06,
+                        horizontal_spacing=0.06 if len(shown) > 1 else 0.0,
+                        column_titles=[_unit_name(int(u)) for u in shown], row_titles=None)
+    replicas = sorted(df["replica"].unique())
+    thr_max = df["threshold"].replace([math.inf], float("nan")).max()
+    z_cap = 3 * thr_max if thr_max == thr_max and thr_max > 0 else None
+    n_outliers = 0
+    for c, u in enumerate(shown, start=1):
+        du = df[df["unit"] == u]
+        first = c == 1
+        for rep in replicas:
+            d = du[du["replica"] == rep].sort_values("step")
+            color = replica_color(int(rep))
+            hover = [f"replica {rep}, unit {u}, sync at step {s}<br>G {g:.4g}, z {z:.3g}, threshold {t:.3g}<br>"
+                     f"outlier {o}, weight {w:.3f}, clip {cl:.3g}" + (" · outer step skipped" if sk else "")
+                     for s, g, z, t, o, w, cl, sk in zip(d["step"], d["G"], d["z"], d["threshold"], d["outlier"],
+                                                         d["weight"], d["clip"], d["skipped"])]
+            fig.add_trace(go.Scatter(x=d["step"], y=d["G"], mode="lines+markers", name=f"replica {rep}",
+                                     legendgroup=f"rep{rep}", showlegend=first, line=dict(color=color),
+                                     hovertext=hover, hoverinfo="text", meta={"role": "G", "replica": int(rep)}),
+                          row=1, col=c)
+            z = d["z"].astype(float)
+            capped = z > z_cap if z_cap else z != z
+            zc = z.clip(upper=z_cap) if z_cap else z
+            fig.add_trace(go.Scatter(x=d["step"], y=zc, mode="lines+markers", legendgroup=f"rep{rep}",
+                                     showlegend=False, line=dict(color=color), hovertext=hover, hoverinfo="text",
+                                     marker=dict(symbol=["triangle-up" if k else "circle" for k in capped]),
+                                     meta={"role": "z", "replica": int(rep)}), row=2, col=c)
+            fig.add_trace(go.Scatter(x=d["step"], y=d["threshold"], mode="lines", legendgroup=f"rep{rep}",
+                                     showlegend=False, line=dict(color=color, dash="dash", width=1),
+                                     hovertext=[f"replica {rep} threshold δ·factor = {t:.3g}"
+                                                for t in d["threshold"]],
+                                     hoverinfo="text", meta={"role": "threshold", "replica": int(rep)}), row=2, col=c)
+            fig.add_trace(go.Bar(x=d["step"], y=d["weight"], name=f"replica {rep}", legendgroup=f"rep{rep}",
+                                 showlegend=False, marker_color=color, hovertext=hover, hoverinfo="text",
+                                 meta={"role": "weight", "replica": int(rep)}), row=3, col=c)
+        out = du[du["outlier"]]
+        n_outliers += len(out)
+        for row, col_name in ((1, "G"), (2, "z")):
+            y = out[col_name].astype(float)
+            if row == 2 and z_cap:
+                y = y.clip(upper=z_cap)
+            fig.add_trace(go.Scatter(
+                x=out["step"], y=y, mode="markers", name="outlier (Δ set to 0)", legendgroup="outlier",
+                showlegend=first and row == 1, marker=dict(symbol="x", size=13, color=EXPOSED, line=dict(width=1)),
+                hovertext=[f"OUTLIER: replica {rp}, unit {u}, step {s}, G {g:.4g}, z {zz:.3g} > {t:.3g}"
+                           for rp, s, g, zz, t in zip(out["replica"], out["step"], out["G"], out["z"],
+                                                      out["threshold"])],
+                hoverinfo="text", meta={"role": "outlier", "panel": col_name}), row=row, col=c)
+        per_sync = du.groupby("step").agg(clip=("clip", "first"), skipped=("skipped", "any")).reset_index()
+        fig.add_trace(go.Scatter(x=per_sync["step"], y=per_sync["clip"], mode="lines+markers", name="clip factor",
+                                 legendgroup="clip", showlegend=first, line=dict(color="#555555"),
+                                 hovertemplate="step %{x}: clip factor %{y:.4g}<extra></extra>",
+                                 meta={"role": "clip"}), row=4, col=c)
+        sk = per_sync[per_sync["skipped"]]
+        if len(sk):
+            fig.add_trace(go.Scatter(x=sk["step"], y=[0.5] * len(sk), mode="markers+text", text=["skipped"] * len(sk),
+                                     textposition="top center", name="outer step skipped", legendgroup="skipped",
+                                     showlegend=first, marker=dict(symbol="circle-open", size=12, color=EXPOSED),
+                                     hovertemplate="step %{x}: every replica anomalous, outer step skipped"
+                                                   "<extra></extra>", meta={"role": "skipped"}), row=3, col=c)
+        g = du["G"].astype(float)
+        g = g[g > 0]
+        if len(g) and g.max() / g.min() > 50:
+            fig.update_yaxes(type="log", row=1, col=c)
+        fig.update_xaxes(title_text="sync at step", row=4, col=c)
+    for row, label in enumerate(ROW_TITLES, start=1):
+        fig.update_yaxes(title_text=label, row=row, col=1, title_font=dict(size=11))
+    fig.update_yaxes(range=[0, 1.05], row=3)
+    note = f" (z above {z_cap:.3g} drawn at the top edge, ▲)" if z_cap and (df["z"] > z_cap).any() else ""
+    fig.update_layout(
+        title=dict(text=f"{head}<br><sup>one column per unit; red ✕ = outlier, its Δ is zeroed and weighs 0"
+                        f"{note}</sup>"),
+        barmode="stack", template="plotly_white", height=820, legend=dict(title="replica / marker"),
+        meta={"outliers": n_outliers, "units": [int(u) for u in shown], "syncs": int(df["step"].nunique())},
+    )
+    return fig

@@ -1,0 +1,284 @@
+"""The timeline: what every rank did, when, and which communication was hidden under compute.
+
+Each rank gets one lane (ranks grouped by replica), and each lane three rows:
+
+- **compute**: what the rank's main thread did: forward/backward compute per unit, optimizer and
+  outer steps, straggler pauses, and `wait` bars where it stood blocked on an async collective;
+- **shard comm**: shard-group collectives in flight (all-gather, reduce-scatter, norms), issue to completion;
+- **sync comm**: sync-group collectives in flight (gradient all-reduce, EDiT's sync, averaging).
+
+A collective bar is drawn in its kind's colour; the part of it during which the rank was blocked
+(*exposed*) is hatched red on top. An un-hatched stretch is communication that travelled while
+the rank computed: what prefetch hides. With prefetch on, EDiT's sync bars start one unit early,
+run under the previous unit's compute and carry only a thin red end; without it they are hatched
+from end to end and the compute row has a gap above them.
+
+One `go.Bar` trace per event kind (bars with `base=` on a horizontal orientation), so the legend
+switches kinds on and off, hover shows unit, step, bytes and duration, and a test can count bars.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import plotly.graph_objects as go
+
+from ..analysis import RunLike, StepRange, as_run, event_rows, is_comm, run_label, split_exposed
+from .colors import EXPOSED, kind_color, kind_label, kind_sort_key, rgba
+
+#: Row offsets inside a lane (the y axis is reversed, so compute is on top).
+ROWS = {"compute": -0.3, "shard": 0.0, "sync": 0.3}
+ROW_NAMES = {"compute": "compute", "shard": "shard-group comm", "sync": "sync-group comm"}
+BAR_WIDTH = 0.26
+STAGGER = BAR_WIDTH / 4
+REPLICA_GAP = 0.6
+MAX_EVENTS = 20_000  # beyond this a browser struggles; the default step range is cut to fit
+
+
+def row_of(ev: dict[str, Any]) -> str:
+    """Which row of its rank's lane an event belongs to."""
+    if not is_comm(ev["kind"], ev.get("group")):
+        return "compute"
+    return "shard" if ev.get("group") == "shard" else "sync"
+
+
+def bar_place(ev: dict[str, Any], lanes: dict[int, float]) -> tuple[float, float]:
+    """(y, thickness) of an event's bar. Collectives of a unit are half as thick and staggered by the
+    unit's parity, so that unit l+1's transfer, started while unit l's is still in flight (prefetch),
+    shows as a second bar beside the first instead of hiding under it."""
+    row = row_of(ev)
+    y = lanes[ev["rank"]] + ROWS[row]
+    if row == "compute" or ev.get("unit") is None:
+        return y, BAR_WIDTH
+    return y + (STAGGER if ev["unit"] % 2 else -STAGGER), BAR_WIDTH / 2
+
+
+def lane_positions(ranks: Iterable[tuple[int, int, int]]) -> dict[int, float]:
+    """y centre of each rank's lane from (rank, replica, shard) triples, ordered by replica then shard."""
+    out: dict[int, float] = {}
+    y = 0.0
+    prev_rep = None
+    for rank, rep, _ in sorted(set(ranks), key=lambda t: (t[1], t[2], t[0])):
+        if prev_rep is not None and rep != prev_rep:
+            y += REPLICA_GAP
+        out[rank] = y
+        y += 1.0
+        prev_rep = rep
+    return out
+
+
+def unit_label(ev: dict[str, Any]) -> str:
+    u = ev.get("unit")
+    if u is None:
+        return "–"
+    if u == 0:
+        part = (ev.get("data") or {}).get("part")
+        return "0 (root" + (f": {part})" if part else ")")
+    return f"{u} (block {u - 1})"
+
+
+def fmt_bytes(n: int) -> str:
+    if not n:
+        return ""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def _extra(ev: dict[str, Any]) -> str:
+    data = ev.get("data") or {}
+    if is_comm(ev["kind"], ev.get("group")):
+        exposed, hidden = split_exposed(ev)
+        how = "async, waited for later" if data.get("overlapped") else "blocking"
+        return f"{ev['group']} group, {how}: exposed {exposed * 1e3:.2f} ms, hidden {hidden * 1e3:.2f} ms"
+    if ev["kind"] == "wait":
+        return f"blocked on {data.get('on', '?')} ({ev.get('group')} group)"
+    if ev["kind"] == "straggle":
+        return f"simulated {data.get('reason', '')} pause, planned {1e3 * float(data.get('planned', 0)):.1f} ms"
+    if ev["kind"] == "outer_step" and data.get("skipped"):
+        return "skipped: every replica anomalous"
+    return ""
+
+
+def _hover() -> str:
+    return ("<b>%{customdata[0]}</b><br>unit %{customdata[1]} · step %{customdata[2]}<br>"
+            "rank %{customdata[3]} (replica %{customdata[4]}, shard %{customdata[5]})<br>"
+            "start %{customdata[6]} s · duration %{customdata[7]} ms<br>%{customdata[8]}<br>%{customdata[9]}"
+            "<extra></extra>")
+
+
+def default_steps(events: list[dict[str, Any]], max_events: int = MAX_EVENTS) -> tuple[int, int] | None:
+    """All steps when they fit in `max_events` bars, else the first steps that do."""
+    if not events:
+        return None
+    per_step: dict[int, int] = {}
+    for e in events:
+        per_step[e["step"]] = per_step.get(e["step"], 0) + 1
+    steps = sorted(per_step)
+    total = 0
+    last = steps[0]
+    for s in steps:
+        total += per_step[s]
+        if total > max_events:
+            break
+        last = s
+    return steps[0], last
+
+
+def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] | None = None,
+                    show_exposed: bool = True, title: str | None = None, max_events: int = MAX_EVENTS,
+                    align: str | None = None, time: tuple[float, float] | None = None) -> go.Figure:
+    """Timeline of `run` over `steps` (inclusive range or one step; default: all that fit) and `ranks`.
+
+    `align="step"` shows every rank's own steps `steps`; `align="time"` shows what every rank did
+    during the time the first shown rank spent in `steps`. They agree for lock-step methods; A-EDiT's
+    replicas count steps on their own, so for it `time` is the default (its sync is a moment in time,
+    not a step number). `time=(t0, t1)` shows a window of seconds directly.
+
+    `fig.layout.meta` holds what the figure shows, for tests and widgets: lanes {rank: y}, steps, time
+    window, the communication totals (total, hidden, exposed seconds; also per kind) and bar counts.
+    """
+    r = as_run(run)
+    cfg = r.config
+    all_ranks = [(k, k // cfg.shards, k % cfg.shards) for k in range(cfg.world_size)]
+    chosen = None if ranks is None else {int(k) for k in ranks}
+    align = align or ("time" if cfg.method == "aedit" else "step")
+    if align not in ("step", "time"):
+        raise ValueError(f"align={align!r}: use 'step' or 'time'")
+    if steps is None:
+        rng = default_steps(event_rows(r, None, chosen), max_events)
+    else:
+        rng = (steps, steps) if isinstance(steps, int) else (int(steps[0]), int(steps[1]))
+    ref_rank = min(chosen) if chosen else 0
+    window = time
+    if window is None and align == "time" and rng is not None:
+        ref = [e for e in event_rows(r, rng, [ref_rank]) if e["kind"] != "eval"]
+        if ref:
+            window = (min(e["t0"] for e in ref), max(e["t1"] for e in ref))
+    if window is not None:
+        events = [e for e in event_rows(r, None, chosen) if e["t1"] >= window[0] and e["t0"] <= window[1]]
+    else:
+        events = event_rows(r, rng, chosen) if rng is not None else []
+    lanes = lane_positions([t for t in all_ranks if chosen is None or t[0] in chosen])
+
+    by_kind: dict[str, list[dict[str, Any]]] = {}
+    for e in events:
+        by_kind.setdefault(e["kind"], []).append(e)
+
+    fig = go.Figure()
+    counts: dict[str, int] = {}
+    for kind in sorted(by_kind, key=kind_sort_key):
+        evs = by_kind[kind]
+        counts[kind] = len(evs)
+        color = kind_color(kind)
+        places = [bar_place(e, lanes) for e in evs]
+        fig.add_trace(go.Bar(
+            orientation="h", base=[e["t0"] for e in evs], x=[max(e["t1"] - e["t0"], 0.0) for e in evs],
+            y=[p[0] for p in places], width=[p[1] for p in places], name=kind_label(kind), legendgroup=kind,
+            meta={"kind": kind, "role": "event"},
+            marker=dict(color=rgba(color, 0.55) if kind == "eval" else color, line=dict(width=0),
+                        pattern=dict(shape=".", fgcolor="#FFFFFF") if kind == "straggle" else None),
+            customdata=[[kind_label(kind), unit_label(e), e["step"], e["rank"], e["replica"], e["shard"],
+                         f"{e['t0']:.4f}", f"{(e['t1'] - e['t0']) * 1e3:.3f}", fmt_bytes(e.get("bytes", 0)),
+                         _extra(e)] for e in evs],
+            hovertemplate=_hover(),
+        ))
+
+    exposed_evs = [(e, split_exposed(e)[0]) for e in events if is_comm(e["kind"], e.get("group"))]
+    exposed_evs = [(e, x) for e, x in exposed_evs if x > 0]
+    if show_exposed and exposed_evs:
+        places = [bar_place(e, lanes) for e, _ in exposed_evs]
+        fig.add_trace(go.Bar(
+            orientation="h", base=[e["t1"] - x for e, x in exposed_evs], x=[x for _, x in exposed_evs],
+            y=[p[0] for p in places], width=[p[1] for p in places],
+            name="exposed: rank blocked (not hidden)", legendgroup="exposed", meta={"role": "exposed"},
+            marker=dict(color=rgba(EXPOSED, 0.25), line=dict(color=EXPOSED, width=1),
+                        pattern=dict(shape="/", fgcolor=EXPOSED, size=6)),
+            customdata=[[f"exposed part of {kind_label(e['kind'])}", unit_label(e), e["step"], e["rank"],
+                         e["replica"], e["shard"], f"{e['t1'] - x:.4f}", f"{x * 1e3:.3f}",
+                         fmt_bytes(e.get("bytes", 0)), _extra(e)] for e, x in exposed_evs],
+            hovertemplate=_hover(),
+        ))
+
+    totals = {"total_s": 0.0, "hidden_s": 0.0, "exposed_s": 0.0}
+    per_kind: dict[str, dict[str, float]] = {}
+    for e in events:
+        if is_comm(e["kind"], e.get("group")):
+            ex, hi = split_exposed(e)
+            k = per_kind.setdefault(e["kind"], {"total_s": 0.0, "hidden_s": 0.0, "exposed_s": 0.0})
+            for d in (totals, k):
+                d["total_s"] += max(e["t1"] - e["t0"], 0.0)
+                d["exposed_s"] += ex
+                d["hidden_s"] += hi
+
+    if time is not None:
+        span = f"{time[0]:.3f}–{time[1]:.3f} s"
+    elif window is not None and rng is not None:
+        span = f"while rank {ref_rank} ran steps {rng[0]}–{rng[1]}"
+    else:
+        span = f"steps {rng[0]}–{rng[1]}" if rng else "no events"
+    _decorate(fig, r, lanes, events, span, totals, title, window, ref_rank)
+    if window is not None:
+        pad = 0.02 * max(window[1] - window[0], 1e-6)
+        fig.update_xaxes(range=[window[0] - pad, window[1] + pad])
+    fig.update_layout(meta={"lanes": {str(k): v for k, v in lanes.items()}, "steps": list(rng) if rng else None,
+                            "align": align, "time": list(window) if window else None,
+                            "comm": totals, "comm_by_kind": per_kind, "counts": counts,
+                            "exposed_bars": len(exposed_evs) if show_exposed else 0})
+    return fig
+
+
+def _decorate(fig: go.Figure, r: Any, lanes: dict[int, float], events: list[dict[str, Any]],
+              span: str, totals: dict[str, float], title: str | None,
+              window: tuple[float, float] | None, ref_rank: int) -> None:
+    cfg = r.config
+    many = len(lanes) > 8
+    tickvals, ticktext = [], []
+    for rank, y in lanes.items():
+        rep, sh = rank // cfg.shards, rank % cfg.shards
+        name = f"<b>rank {rank}</b> (replica {rep}, shard {sh})"
+        if many:
+            tickvals.append(y)
+            ticktext.append(name)
+            continue
+        for row, off in ROWS.items():
+            tickvals.append(y + off)
+            ticktext.append(f"{name} · {ROW_NAMES[row]}" if row == "compute" else ROW_NAMES[row])
+    # shade every other replica so the grouping reads at a glance
+    reps: dict[int, list[float]] = {}
+    for rank, y in lanes.items():
+        reps.setdefault(rank // cfg.shards, []).append(y)
+    for i, (rep, ys) in enumerate(sorted(reps.items())):
+        fig.add_shape(type="rect", xref="paper", x0=0, x1=1, y0=min(ys) - 0.5, y1=max(ys) + 0.5,
+                      fillcolor="#F2F2F2" if i % 2 == 0 else "#FFFFFF", line=dict(width=0), layer="below")
+    # step boundaries (the earliest event of each step over the shown ranks; with a time window, the
+    # first shown rank's steps, as the others count their own), sync steps named
+    starts: dict[int, float] = {}
+    for e in events:
+        if e["kind"] != "eval" and (window is None or e["rank"] == ref_rank):
+            starts[e["step"]] = min(starts.get(e["step"], e["t0"]), e["t0"])
+    sync_steps = {int(s["step"]) for s in r.syncs if s.get("kind") == "sync"}
+    who = f" (rank {ref_rank})" if window is not None and len(lanes) > 1 else ""
+    if 0 < len(starts) <= 40:
+        for s, t in sorted(starts.items()):
+            fig.add_vline(x=t, line=dict(color="#999999", width=1, dash="dot"),
+                          annotation=dict(text=f"step {s}" + (" · sync" if s in sync_steps else "") + who,
+                                          font=dict(size=10), textangle=0), annotation_position="top right")
+    hidden_pct = 100 * totals["hidden_s"] / totals["total_s"] if totals["total_s"] > 0 else 0.0
+    head = title or f"Timeline of {run_label(r)}, {span}"
+    sub = (f"communication {totals['total_s'] * 1e3:.1f} ms (summed over ranks): hidden under compute "
+           f"{totals['hidden_s'] * 1e3:.1f} ms ({hidden_pct:.0f}%), exposed {totals['exposed_s'] * 1e3:.1f} ms "
+           f"(hatched red)<br>comm rows: each collective from issue to completion, consecutive units staggered; "
+           f"un-hatched = travelled while the rank computed (what prefetch hides)")
+    height = max(160 + 95 * len(lanes) + 40 * len(reps), 200 + 21 * len(fig.data))  # room for the legend
+    fig.update_layout(
+        title=dict(text=f"{head}<br><sup>{sub}</sup>"),
+        barmode="overlay", bargap=0, height=height, template="plotly_white",
+        xaxis=dict(title="time since the run's common start (s)", showgrid=True, zeroline=False),
+        yaxis=dict(tickvals=tickvals, ticktext=ticktext, autorange="reversed", showgrid=False, zeroline=False,
+                   title=None),
+        legend=dict(title="event kind", traceorder="normal"), hoverlabel=dict(align="left"),
+        margin=dict(l=10, r=10, t=110, b=50),
+    )

@@ -1,0 +1,294 @@
+"""Interactive panels (ipywidgets 8): a thin layer that launches or re-filters runs and redraws the figures.
+
+- `StragglerLab`: choose a method, the sync interval (A-EDiT: the sync period in seconds), how slow
+  the last replica is, random pauses, the link's bandwidth and latency, prefetch and the penalty
+  switches; **Run** launches a real run (progress bar included), then draws its timeline, the
+  straggler and loss figures (against the previous runs, so two presses compare two methods) and
+  the penalty decisions.
+- `TimelineExplorer(run)`: the timeline of an existing run with a step range, a rank selection and
+  an alignment (own steps, or by time for A-EDiT), plus the hidden/exposed split of those steps.
+
+Every control is a public attribute and both panels have methods (`run()`, `click()`, `set()`),
+so a notebook cell, a script or a test can drive them without a browser. Figures are kept as
+plain `go.Figure`s in `.figures` (what tests look at) and mirrored into `go.FigureWidget`s (what
+the notebook shows). Displaying a panel is just leaving it as the last expression of a cell.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as W
+import plotly.graph_objects as go
+
+from .analysis import RunLike, as_run, as_runs, comm_split, sync_window
+from .config import RunConfig
+from .methods import method_registry
+from .run import Run
+from .viz.losses import loss_figure
+from .viz.penalty import empty_figure, penalty_figure
+from .viz.stragglers import straggler_figure
+from .viz.timeline import timeline_figure
+
+METHOD_ORDER = ("sync", "post_local_sgd", "diloco", "co2", "edit", "aedit")
+BANDWIDTHS = (("unlimited", 0.0), ("1000 MB/s", 1000.0), ("100 MB/s", 100.0), ("20 MB/s", 20.0),
+              ("5 MB/s", 5.0), ("1 MB/s", 1.0))
+FIGURES = ("timeline", "stragglers", "loss", "penalty")
+
+
+def available_methods() -> list[str]:
+    """The methods that can be launched now, in the course's order."""
+    reg = method_registry()
+    return [m for m in METHOD_ORDER if m in reg] + sorted(m for m in reg if m not in METHOD_ORDER)
+
+
+def default_lab_config() -> RunConfig:
+    """A 2×2 run of the nano model that takes seconds on a laptop: enough steps for a few syncs."""
+    return RunConfig(method="sync", shards=2, replicas=2, steps=24, model="nano", seq_len=32, batch_size=4,
+                     eval_every=0, eval_batches=2, warmup_steps=4, sync_interval=4, penalty_arming=3,
+                     progress=False)
+
+
+def _failure(e: BaseException, limit: int = 600) -> str:
+    """A failure for the status line: escaped (a traceback holds '<'), and cut to its last lines."""
+    text = f"{type(e).__name__}: {e}"
+    if len(text) > limit:
+        text = "…" + text[-limit:]
+    return f"<b>failed</b>: <pre style='white-space: pre-wrap; margin: 0'>{html.escape(text)}</pre>"
+
+
+def show_figure(target: go.FigureWidget, fig: go.Figure) -> None:
+    """Replace everything a FigureWidget shows by `fig` in one update."""
+    with target.batch_update():
+        target.data = ()
+        target.add_traces(list(fig.data))
+        target.layout = fig.layout
+
+
+class StragglerLab:
+    """Launch real runs with stragglers and a slow link, and see what each method makes of them."""
+
+    def __init__(self, base: RunConfig | None = None, out_dir: str | Path | None = None,
+                 initial: RunLike | Sequence[RunLike] | None = None, keep: int = 4,
+                 launcher: Callable[[RunConfig], Run] | None = None) -> None:
+        """`base` holds every setting the controls do not (model, steps, mesh…); `initial`: runs to show
+        before the first launch (e.g. small cached example runs); `keep`: runs compared in the figures."""
+        self.base = base or default_lab_config()
+        self.out_dir = Path(out_dir) if out_dir is not None else Path("runs") / "straggler-lab"
+        self.keep = keep
+        if launcher is None:
+            from .launch import launch as launcher
+        self.launcher = launcher
+        self.history: list[Run] = [] if initial is None else as_runs(initial)[-keep:]
+        self.last_run: Run | None = self.history[-1] if self.history else None
+        self.error: BaseException | None = None
+        self._count = 0
+        b = self.base
+        style = {"description_width": "150px"}
+        layout = W.Layout(width="360px")
+        methods = available_methods()
+        self.method = W.Dropdown(options=methods, value=b.method if b.method in methods else methods[0],
+                                 description="method", style=style, layout=layout)
+        self.sync_interval = W.IntSlider(value=b.sync_interval, min=1, max=max(20, b.sync_interval),
+                                         description="sync interval τ", style=style, layout=layout)
+        self.sync_period = W.FloatLogSlider(value=b.sync_period, base=10, min=-2, max=1, step=0.1,
+                                            description="A-EDiT sync period (s)", style=style, layout=layout)
+        self.slow_factor = W.FloatSlider(value=b.straggler_factor, min=1.0, max=4.0, step=0.25,
+                                         description="last replica slower ×", style=style, layout=layout)
+        self.pause_prob = W.FloatSlider(value=b.random_pause_prob, min=0.0, max=0.5, step=0.05,
+                                        description="random pause prob.", style=style, layout=layout)
+        self.pause_ms = W.FloatSlider(value=b.random_pause_ms, min=0.0, max=200.0, step=10.0,
+                                      description="pause length (ms)", style=style, layout=layout)
+        bw_values = [v for _, v in BANDWIDTHS]
+        self.bandwidth = W.Dropdown(options=BANDWIDTHS,
+                                    value=b.link_bandwidth_mbps if b.link_bandwidth_mbps in bw_values else 0.0,
+                                    description="sync link bandwidth", style=style, layout=layout)
+        self.latency_ms = W.FloatSlider(value=b.link_latency_ms, min=0.0, max=50.0, step=1.0,
+                                        description="sync link latency (ms)", style=style, layout=layout)
+        self.prefetch = W.Checkbox(value=b.prefetch, description="prefetch (overlap sync with compute)")
+        self.penalty_anomaly = W.Checkbox(value=b.penalty_anomaly, description="penalty: anomaly filter")
+        self.penalty_weighting = W.Checkbox(value=b.penalty_weighting, description="penalty: softmax weights")
+        self.penalty_clip = W.Checkbox(value=b.penalty_clip, description="penalty: clip")
+        self.steps = W.IntSlider(value=b.steps, min=2, max=max(200, b.steps), description="steps", style=style,
+                                 layout=layout)
+        self.button = W.Button(description="Run", button_style="primary", icon="play",
+                               tooltip="launch a real run with these settings")
+        self.progress = W.IntProgress(value=0, min=0, max=b.steps, description="", layout=W.Layout(width="240px"))
+        self.status = W.HTML(value="press Run to launch a real run" if not self.history
+                             else f"showing {len(self.history)} earlier run(s); press Run to launch a new one")
+        self.button.on_click(lambda _b: self._on_click())
+        self.figures: dict[str, go.Figure] = {}
+        self.figure_widgets: dict[str, go.FigureWidget] = {name: go.FigureWidget() for name in FIGURES}
+        self.tabs = W.Tab(children=[self.figure_widgets[n] for n in FIGURES], titles=list(FIGURES))
+        controls = W.HBox([
+            W.VBox([self.method, self.steps, self.sync_interval, self.sync_period, self.prefetch]),
+            W.VBox([self.slow_factor, self.pause_prob, self.pause_ms]),
+            W.VBox([self.bandwidth, self.latency_ms, self.penalty_anomaly, self.penalty_weighting,
+                    self.penalty_clip]),
+        ])
+        self.widget = W.VBox([controls, W.HBox([self.button, self.progress, self.status]), self.tabs])
+        if self.history:
+            self.draw()
+        else:
+            for n in FIGURES:
+                self._set(n, empty_figure(n, "no run yet: press Run"))
+
+    # ------------------------------------------------------------ configuration
+    def controls(self) -> dict[str, W.Widget]:
+        """Every control by name (the names `set()` accepts)."""
+        names = ("method", "steps", "sync_interval", "sync_period", "prefetch", "slow_factor", "pause_prob", "pause_ms",
+                 "bandwidth", "latency_ms", "penalty_anomaly", "penalty_weighting", "penalty_clip")
+        return {n: getattr(self, n) for n in names}
+
+    def set(self, **values: Any) -> "StragglerLab":
+        """Set controls from code: `lab.set(method="edit", slow_factor=2.0)`."""
+        ctl = self.controls()
+        for k, v in values.items():
+            if k not in ctl:
+                raise KeyError(f"no control {k!r}; controls: {', '.join(ctl)}")
+            ctl[k].value = v
+        return self
+
+    def config(self) -> RunConfig:
+        """The RunConfig the controls describe (the slow replica is the last one)."""
+        b = self.base
+        slow = self.slow_factor.value > 1.0
+        return b.replace(
+            method=self.method.value, steps=int(self.steps.value), sync_interval=int(self.sync_interval.value),
+            sync_period=float(self.sync_period.value), prefetch=bool(self.prefetch.value),
+            straggler_replicas=(b.replicas - 1,) if slow else (), straggler_factor=float(self.slow_factor.value),
+            random_pause_prob=float(self.pause_prob.value), random_pause_ms=float(self.pause_ms.value),
+            link_bandwidth_mbps=float(self.bandwidth.value), link_latency_ms=float(self.latency_ms.value),
+            penalty_anomaly=bool(self.penalty_anomaly.value), penalty_weighting=bool(self.penalty_weighting.value),
+            penalty_clip=bool(self.penalty_clip.value), progress=False,
+        )
+
+    # ------------------------------------------------------------ running
+    def run(self) -> Run:
+        """Launch a real run with the current settings, following its progress, then redraw. Raises on failure."""
+        self._count += 1
+        cfg = self.config()
+        out = self.out_dir / f"{self._count:02d}-{cfg.method}-{int(time.time() * 1e3) % 10**8}"
+        cfg = cfg.replace(out=str(out))
+        cfg.validate()
+        self.button.disabled = True
+        self.progress.max, self.progress.value, self.progress.bar_style = cfg.steps, 0, "info"
+        self.status.value = f"running {cfg.method} {cfg.shards}×{cfg.replicas} for {cfg.steps} steps…"
+        # The run itself stays on this thread, so an interrupt (the notebook's stop button) reaches the
+        # launcher, which then ends every worker; a helper thread only follows the progress file.
+        done = threading.Event()
+        follower = threading.Thread(target=self._follow, args=(out / "progress", done), daemon=True)
+        follower.start()
+        try:
+            run = self.launcher(cfg)
+        except BaseException as e:
+            self.progress.bar_style = "danger"
+            self.status.value = _failure(e)
+            raise
+        finally:
+            done.set()
+            follower.join()
+            self.button.disabled = False
+        self.progress.value, self.progress.bar_style = cfg.steps, "success"
+        self.history = (self.history + [run])[-self.keep:]
+        self.last_run = run
+        self.draw()
+        s = run.summary
+        self.status.value = (f"{run.config.method}: {s.get('tokens_per_s', 0):.0f} tokens/s, final train loss "
+                             f"{s.get('final_train_loss', float('nan')):.3f}, {s.get('wall_s', 0):.1f} s")
+        return run
+
+    def click(self) -> None:
+        """Press the Run button (as a user would): errors are shown in the panel, not raised."""
+        self.button.click()
+
+    def _on_click(self) -> None:
+        self.error = None
+        try:
+            self.run()
+        except BaseException as e:  # a widget callback must not kill the kernel's event loop
+            self.error = e
+            self.status.value = _failure(e)
+
+    def _follow(self, path: Path, done: threading.Event) -> None:
+        """Copy the run's progress file (written by rank 0) into the progress bar until `done`."""
+        while not done.wait(0.1):
+            try:
+                step = int(path.read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+            self.progress.value = min(step, self.progress.max)
+
+    # ------------------------------------------------------------ drawing
+    def draw(self) -> None:
+        """Redraw every figure from the latest run and the kept history."""
+        last = self.last_run
+        if last is None:
+            return
+        self._set("timeline", timeline_figure(last, steps=sync_window(last)))
+        self._set("stragglers", straggler_figure(self.history))
+        self._set("loss", loss_figure(self.history))
+        self._set("penalty", penalty_figure(last))
+
+    def _set(self, name: str, fig: go.Figure) -> None:
+        self.figures[name] = fig
+        show_figure(self.figure_widgets[name], fig)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+class TimelineExplorer:
+    """The timeline of one run with a step range and a rank selection, and what it hides and exposes."""
+
+    def __init__(self, run: RunLike, steps: tuple[int, int] | None = None, ranks: Sequence[int] | None = None) -> None:
+        self.run = as_run(run)
+        cfg = self.run.config
+        lo, hi = steps if steps is not None else sync_window(self.run)
+        self.steps = W.IntRangeSlider(value=(lo, hi), min=0, max=cfg.steps, description="steps",
+                                      continuous_update=False, layout=W.Layout(width="500px"))
+        options = [(f"rank {k} (replica {k // cfg.shards}, shard {k % cfg.shards})", k) for k in range(cfg.world_size)]
+        self.ranks = W.SelectMultiple(options=options, value=tuple(ranks) if ranks is not None else
+                                      tuple(range(cfg.world_size)), description="ranks",
+                                      rows=min(cfg.world_size, 8))
+        self.show_exposed = W.Checkbox(value=True, description="hatch exposed communication")
+        self.align = W.ToggleButtons(options=[("each rank's own steps", "step"),
+                                              ("same time as the first rank", "time")],
+                                     value="time" if cfg.method == "aedit" else "step", description="align",
+                                     tooltip="A-EDiT's replicas count their steps separately: align by time")
+        self.fig_widget = go.FigureWidget()
+        self.table = W.HTML()
+        self.figure: go.Figure = go.Figure()
+        for w in (self.steps, self.ranks, self.show_exposed, self.align):
+            w.observe(lambda _change: self.draw(), names="value")
+        self.widget = W.VBox([W.HBox([self.steps, self.show_exposed]), W.HBox([self.ranks, self.align]),
+                              self.fig_widget, self.table])
+        self.draw()
+
+    def set(self, steps: tuple[int, int] | None = None, ranks: Sequence[int] | None = None,
+            align: str | None = None) -> "TimelineExplorer":
+        """Change the shown steps, ranks and/or alignment ('step' or 'time') from code (the figure redraws)."""
+        if align is not None:
+            self.align.value = align
+        if steps is not None:
+            self.steps.value = (int(steps[0]), int(steps[1]))
+        if ranks is not None:
+            self.ranks.value = tuple(int(k) for k in ranks)
+        return self
+
+    def draw(self) -> None:
+        ranks = list(self.ranks.value)
+        self.figure = timeline_figure(self.run, steps=tuple(self.steps.value), ranks=ranks,
+                                      show_exposed=bool(self.show_exposed.value), align=self.align.value)
+        show_figure(self.fig_widget, self.figure)
+        split = comm_split(self.run, by=("kind", "group"), steps=tuple(self.steps.value), ranks=ranks)
+        self.table.value = ("<b>communication in the chosen steps</b> (seconds summed over the selected ranks)"
+                            + split.to_html(index=False, float_format=lambda x: f"{x:.4g}", border=0))
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.widget._repr_mimebundle_(**kwargs)

@@ -1,0 +1,159 @@
+"""Penalty, straggler, loss and memory figures, HTML/trace exports and the report, on a synthetic run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from edit_lab import analysis as A
+from edit_lab.run import Run
+from edit_lab.viz import (figures_html, loss_figure, memory_figure, penalty_figure, straggler_figure, trace_dict,
+                          write_html, write_trace)
+
+from . import viz_fake_run as F
+
+
+@pytest.fixture(scope="module")
+def fake(tmp_path_factory):
+    return Run(F.make_fake_run(tmp_path_factory.mktemp("fake") / "run"))
+
+
+@pytest.fixture(scope="module")
+def no_penalty(tmp_path_factory):
+    return Run(F.make_fake_run(tmp_path_factory.mktemp("plain") / "run", penalty=False))
+
+
+def _role(fig, role):
+    return [t for t in fig.data if t.meta and t.meta.get("role") == role]
+
+
+# ---------------------------------------------------------------- penalty
+def test_penalty_outliers_where_the_records_say(fake):
+    fig = penalty_figure(fake)
+    records = [p for p in fake.penalty if p["outlier"]]
+    assert fig.layout.meta["outliers"] == len(records) == 1
+    for panel in ("G", "z"):
+        marks = [(x, t.meta["panel"]) for t in _role(fig, "outlier") if t.meta["panel"] == panel for x in t.x]
+        assert [m[0] for m in marks] == [p["step"] for p in records]
+    # the outlier column is the outlier's unit: its marker trace is on that unit's axes
+    g_marks = [t for t in _role(fig, "outlier") if t.meta["panel"] == "G" and len(t.x)]
+    assert len(g_marks) == 1 and g_marks[0].xaxis == "x2"  # unit 1 is the second column
+    assert fig.layout.meta["units"] == [0, 1, 2] and fig.layout.meta["syncs"] == 2
+
+
+def test_penalty_weights_stack_and_clip(fake):
+    fig = penalty_figure(fake)
+    weights = _role(fig, "weight")
+    assert len(weights) == F.UNITS * F.R
+    assert fig.layout.barmode == "stack"
+    per_step: dict[tuple[str, int], float] = {}
+    for t in weights:
+        for x, y in zip(t.x, t.y):
+            per_step[(t.xaxis, x)] = per_step.get((t.xaxis, x), 0.0) + y
+    assert list(per_step.values()) == pytest.approx([1.0] * len(per_step))
+    clips = _role(fig, "clip")
+    assert [list(t.y) for t in clips] == [[1.0, 1.0], [1.0, 1.0], [0.8, 0.8]]
+    # thresholds that were not finite are gaps, not zeros
+    thr = _role(fig, "threshold")[0]
+    assert thr.y[0] != thr.y[0] and thr.y[1] == 3.0
+    # G spans 0.5 … 50: log axis on the outlier's unit only
+    assert fig.layout.yaxis2.type == "log" and fig.layout.yaxis.type != "log"
+
+
+def test_penalty_unit_choice_and_empty(fake, no_penalty):
+    one = penalty_figure(fake, units=[2])
+    assert one.layout.meta["units"] == [2] and one.layout.meta["outliers"] == 0
+    empty = penalty_figure(no_penalty)
+    assert empty.layout.meta["empty"] and "no penalty records" in empty.layout.annotations[0].text
+
+
+# ---------------------------------------------------------------- stragglers
+def test_straggler_figure_numbers(fake, no_penalty):
+    fig = straggler_figure([fake, no_penalty], labels=["a", "b"])
+    assert fig.layout.meta["runs"] == ["a", "b"]
+    bound = A.capacity_bound(fake)
+    assert fig.layout.meta["capacity_bound"] == pytest.approx([bound, bound])
+    cap = _role(fig, "capacity")[0]
+    assert list(cap.y) == pytest.approx([bound, bound])
+    assert list(_role(fig, "total")[0].y)[0] == pytest.approx(fake.summary["tokens"] / F.step_end(F.STEPS - 1, 1))
+    table = A.replica_table(fake)
+    for t in _role(fig, "own_pace"):
+        assert t.y[0] == pytest.approx(table.loc[t.meta["replica"], "own_tokens_per_s"])
+    straggle = {t.meta["replica"]: t.y[0] for t in _role(fig, "straggle")}
+    assert straggle == pytest.approx({0: 0.0, 1: F.STRAGGLE})
+    rounds = _role(fig, "rounds")
+    assert len(rounds) == 2 * F.R and list(rounds[0].y) == [1, 2, 1]
+    for ax in (fig.layout.yaxis, fig.layout.yaxis2, fig.layout.yaxis3, fig.layout.yaxis4):
+        assert ax.title.text  # units on every axis
+
+
+# ---------------------------------------------------------------- losses
+def test_loss_figure_overlays_runs(fake, no_penalty):
+    fig = loss_figure([fake, no_penalty], labels=["a", "b"])
+    train = _role(fig, "train")
+    val = _role(fig, "val")
+    assert len(train) == 4 and len(val) == 4  # two runs × (vs step, vs time)
+    a_steps = [t for t in train if t.meta["run"] == "a" and t.xaxis == "x"][0]
+    assert list(a_steps.x) == list(range(F.STEPS))
+    assert list(a_steps.y) == pytest.approx([5.05 - 0.5 * s for s in range(F.STEPS)])  # mean over replicas
+    a_time = [t for t in train if t.meta["run"] == "a" and t.xaxis == "x2"][0]
+    assert list(a_time.x) == pytest.approx([F.step_end(s, 1) for s in range(F.STEPS)])
+    a_val_time = [t for t in val if t.meta["run"] == "a" and t.xaxis == "x2"][0]
+    assert list(a_val_time.y) == [4.2, 3.9] and a_val_time.x[0] == pytest.approx(1.7)
+    assert train[0].line.color != [t for t in train if t.meta["run"] == "b"][0].line.color
+    per_rep = loss_figure(fake, per_replica=True)
+    assert len(_role(per_rep, "train")) == 2 * F.R
+    assert "seconds" in fig.layout.xaxis2.title.text and "step" in fig.layout.xaxis.title.text
+
+
+# ---------------------------------------------------------------- memory
+def test_memory_figure_stacks_the_summary(fake, no_penalty):
+    fig = memory_figure(fake)
+    parts = {t.meta["role"]: list(t.y) for t in fig.data}
+    assert parts == {"params": [1000] * 4, "optimizer": [2000] * 4, "method_state": [2000] * 4}
+    assert fig.layout.barmode == "stack" and list(fig.data[0].x) == [f"rank {k}" for k in range(4)]
+    assert "3.00 MiB" in fig.data[0].customdata[0][3]  # peak RSS in the hover
+    two = memory_figure([fake, no_penalty], labels=["a", "b"])
+    assert len(two.data[0].y) == 8 and list(two.data[0].x[0]) == ["a"] * 4 + ["b"] * 4
+
+
+# ---------------------------------------------------------------- exports and report
+def test_standalone_html_inlines_plotly_once(fake, tmp_path):
+    figs = [penalty_figure(fake), memory_figure(fake)]
+    path = write_html(figs, tmp_path / "figs.html", title="two <figures>", headings=["penalty", "memory"])
+    text = path.read_text()
+    assert text.startswith("<!DOCTYPE html>") and "two &lt;figures&gt;" in text
+    assert text.count("Plotly.newPlot") == 2
+    assert text.count("plotly.js v") == 1  # the library itself once, inline: opens offline
+    assert "<h2>memory</h2>" in text
+    assert figures_html(figs[0]).count("Plotly.newPlot") == 1
+
+
+def test_trace_parses_one_process_per_rank(fake, tmp_path):
+    path = write_trace(fake, tmp_path / "trace.json")
+    trace = json.loads(path.read_text())
+    spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    assert len(spans) == len(fake.events)
+    assert {e["pid"] for e in spans} == {0, 1, 2, 3}
+    names = [e for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "process_name"]
+    assert len(names) == 4
+    assert len([e for e in trace_dict(fake, steps=0)["traceEvents"] if e["ph"] == "X"]) == \
+        sum(1 for e in fake.events if e["step"] == 0)
+
+
+def test_report_from_the_cli(fake, no_penalty, tmp_path):
+    from edit_lab.__main__ import main
+
+    out = tmp_path / "r.html"
+    assert main(["report", str(fake.path), "--output", str(out)]) == 0
+    text = out.read_text()
+    for heading in ("Key numbers", "Per replica", "Timeline of steps 2–3", "Loss", "Stragglers", "Penalty decisions",
+                    "Memory per rank"):
+        assert heading in text, heading
+    assert text.count("plotly.js v") == 1 and text.count("Plotly.newPlot") == 5
+    from edit_lab.report import write_report
+
+    default = write_report(no_penalty.path)
+    assert default == no_penalty.path / "report.html"
+    assert "Penalty decisions" not in default.read_text()
