@@ -151,7 +151,15 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    if not Path(path).exists():
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """Rows of a JSON-lines file, or of its gzipped twin `path.gz` (the shipped example runs); [] if neither."""
+    path = Path(path)
+    if path.exists():
+        with open(path) as f:
+            return [json.loads(line) for line in f if line.strip()]
+    gz = path.with_name(path.name + ".gz")
+    if gz.exists():
+        import gzip
+
+        with gzip.open(gz, "rt") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    return []

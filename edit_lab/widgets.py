@@ -77,14 +77,19 @@ class StragglerLab:
                  initial: RunLike | Sequence[RunLike] | None = None, keep: int = 4,
                  launcher: Callable[[RunConfig], Run] | None = None) -> None:
         """`base` holds every setting the controls do not (model, steps, mesh…); `initial`: runs to show
-        before the first launch (e.g. small cached example runs); `keep`: runs compared in the figures."""
+        before the first launch (default: the example runs shipped in edit_lab/examples; `[]` for none);
+        `keep`: runs compared in the figures."""
         self.base = base or default_lab_config()
         self.out_dir = Path(out_dir) if out_dir is not None else Path("runs") / "straggler-lab"
         self.keep = keep
         if launcher is None:
             from .launch import launch as launcher
         self.launcher = launcher
-        self.history: list[Run] = [] if initial is None else as_runs(initial)[-keep:]
+        if initial is None:  # the small runs shipped with the package: something to look at before Run
+            from .examples import example_runs
+
+            initial = example_runs()
+        self.history: list[Run] = as_runs(initial)[-keep:] if initial else []
         self.last_run: Run | None = self.history[-1] if self.history else None
         self.error: BaseException | None = None
         self._count = 0

@@ -1,0 +1,46 @@
+"""Record the small example runs shipped in edit_lab/examples (see that package's docstring).
+
+    python -m edit_lab.tools.make_examples
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..examples import HERE
+from ..launch import launch
+from ..widgets import default_lab_config
+
+KEEP = ("config.json", "summary.json", "metrics.jsonl", "penalty.jsonl", "syncs.jsonl")
+
+
+def make(name: str, method: str) -> Path:
+    cfg = default_lab_config().replace(method=method, straggler_replicas=(1,), straggler_factor=2.0,
+                                       eval_every=8, sync_period=0.15)
+    dest = HERE / name
+    with tempfile.TemporaryDirectory() as tmp:
+        run = launch(cfg.replace(out=str(Path(tmp) / name)))
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        for f in KEEP:
+            shutil.copy(run.path / f, dest / f)
+        for ev in run.path.glob("events-rank*.jsonl"):
+            (dest / (ev.name + ".gz")).write_bytes(gzip.compress(ev.read_bytes(), mtime=0))
+    conf = json.loads((dest / "config.json").read_text())
+    conf["out"] = f"edit_lab/examples/{name}"  # not the temporary folder it was recorded in
+    (dest / "config.json").write_text(json.dumps(conf, indent=2, sort_keys=True))
+    return dest
+
+
+def main() -> None:
+    for name in ("sync-straggler", "edit-straggler", "aedit-straggler"):
+        print(make(name, name.split("-")[0]))
+
+
+if __name__ == "__main__":
+    main()

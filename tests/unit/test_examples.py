@@ -1,0 +1,34 @@
+"""The example runs shipped with the package: real, loadable, drawable, and free of machine paths."""
+
+from __future__ import annotations
+
+import json
+
+from edit_lab.analysis import replica_table
+from edit_lab.examples import HERE, NAMES, example_runs
+from edit_lab.viz import straggler_figure, timeline_figure
+
+
+def test_every_example_run_is_shipped_and_loads():
+    runs = example_runs()
+    assert [r.config.method for r in runs] == [n.split("-")[0] for n in NAMES]
+    for run in runs:
+        assert run.config.straggler_replicas == (1,) and run.config.straggler_factor == 2.0
+        assert len(run.events) > 100 and run.val_losses() and run.summary["tokens"] > 0
+        slow, fast = replica_table(run).set_index("replica").loc[[1, 0], "straggle_s"]
+        assert slow > 0 and fast == 0  # the straggler really straggled
+        assert timeline_figure(run).data and straggler_figure([run]).data
+
+
+def test_no_machine_paths_in_the_examples():
+    for path in HERE.glob("*/config.json"):
+        out = json.loads(path.read_text())["out"]
+        assert out.startswith("edit_lab/examples/"), out
+
+
+def test_panel_draws_examples_before_any_launch():
+    from edit_lab.widgets import StragglerLab
+
+    lab = StragglerLab()
+    assert len(lab.history) == len(NAMES)
+    assert lab.figures["stragglers"].data  # drawn from the shipped runs, nothing launched
