@@ -4,34 +4,22 @@ from __future__ import annotations
 
 from ..config import RunConfig
 from ..sharding import ShardedModel
+from .aedit import AEDiTMethod
 from .base import Method
+from .co2 import CO2Method
+from .edit import EDiTMethod
+from .local_sgd import DiLoCoMethod, PostLocalSGDMethod
 from .sync import SyncMethod
+
+METHODS: dict[str, type[Method]] = {
+    m.name: m for m in (SyncMethod, PostLocalSGDMethod, DiLoCoMethod, CO2Method, EDiTMethod, AEDiTMethod)
+}
 
 
 def method_registry() -> dict[str, type[Method]]:
-    """Name → class; methods register here as they are written."""
-    registry: dict[str, type[Method]] = {"sync": SyncMethod}
-    try:
-        from .local_sgd import DiLoCoMethod, PostLocalSGDMethod
-
-        registry.update(post_local_sgd=PostLocalSGDMethod, diloco=DiLoCoMethod)
-    except ImportError:
-        pass
-    try:
-        from .edit import EDiTMethod
-
-        registry["edit"] = EDiTMethod
-    except ImportError:
-        pass
-    from .aedit import AEDiTMethod
-    from .co2 import CO2Method
-
-    registry.update(aedit=AEDiTMethod, co2=CO2Method)
-    return registry
+    """Name → class, for every method the config accepts."""
+    return dict(METHODS)
 
 
 def make_method(cfg: RunConfig, engine: ShardedModel) -> Method:
-    registry = method_registry()
-    if cfg.method not in registry:
-        raise NotImplementedError(f"method {cfg.method!r} is not implemented yet (available: {', '.join(registry)})")
-    return registry[cfg.method](cfg, engine)
+    return METHODS[cfg.method](cfg, engine)

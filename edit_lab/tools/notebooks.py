@@ -39,9 +39,12 @@ def execute(path: Path, out_dir: Path, parameters: dict[str, Any] | None = None,
 def parameterize(path: Path, out_dir: Path, parameters: dict[str, Any]) -> Path:
     """Write a copy of the notebook with papermill's injected-parameters cell, without executing it."""
     import nbformat
+    from papermill.iorw import load_notebook_node
     from papermill.parameterize import parameterize_notebook
 
-    nb = nbformat.read(str(path), as_version=4)
+    # load_notebook_node (as papermill's own execute does) gives every cell a `tags` list:
+    # parameterize_notebook reads `cell.metadata.tags` and fails on an untagged cell otherwise
+    nb = load_notebook_node(str(path))
     nb = parameterize_notebook(nb, parameters)
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / path.name
