@@ -85,7 +85,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import demo
 
-    demo(steps=args.steps, out=args.out)
+    demo(steps=args.steps, out=args.out, methods=tuple(args.methods))
     return 0
 
 
@@ -112,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="a short real comparison of the methods, printed as a table")
     demo.add_argument("--steps", type=int, default=60)
     demo.add_argument("--out", default="runs/demo")
+    demo.add_argument("--methods", nargs="+", default=["sync", "post_local_sgd", "diloco", "co2", "edit", "aedit"],
+                      help="methods to compare (default: all)")
     demo.set_defaults(fn=cmd_demo)
     report = sub.add_parser("report", help="write a one-page HTML report of a run")
     report.add_argument("dir")

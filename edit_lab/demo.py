@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import RunConfig
+from .config import ConfigError, RunConfig
 from .launch import launch
 from .methods import method_registry
 
@@ -16,9 +16,11 @@ DEMO_METHODS = ("sync", "post_local_sgd", "diloco", "edit", "aedit", "co2")
 
 
 def demo(steps: int = 60, out: str = "runs/demo", methods: tuple[str, ...] = DEMO_METHODS) -> list[dict]:
-    available = [m for m in methods if m in method_registry()]
+    unknown = [m for m in methods if m not in method_registry()]
+    if unknown:
+        raise ConfigError(f"method={unknown[0]!r} is not allowed: one of {', '.join(method_registry())}")
     rows = []
-    for m in available:
+    for m in methods:
         cfg = RunConfig(method=m, steps=steps, shards=2, replicas=2, warmup_steps=min(10, steps // 4),
                         sync_interval=10, eval_every=0, link_latency_ms=2.0, link_bandwidth_mbps=50.0,
                         out=str(Path(out) / m), progress=False)
