@@ -81,7 +81,10 @@ def test_exposed_part_of_async_collectives_is_the_wait(sync_run):
     for kind in ("reduce_scatter", "grad_all_reduce"):
         overlapped = df[(df["kind"] == kind)]
         assert overlapped["overlapped"].all()
-        assert split.loc[kind, "exposed_s"] == pytest.approx(waits[kind], abs=2e-3, rel=0.05)
+        # exposed time is the wait, clipped to the collective's own duration: a rank woken late by a busy
+        # OS waited longer than the transfer lasted, so the two may differ by that scheduling delay
+        assert split.loc[kind, "exposed_s"] <= waits[kind] + 1e-9
+        assert split.loc[kind, "exposed_s"] == pytest.approx(waits[kind], abs=2e-3, rel=0.15)
     # blocking all-gathers are exposed end to end
     ag = df[df["kind"] == "all_gather"]
     assert (~ag["overlapped"]).all() and ag["hidden"].sum() == pytest.approx(0.0, abs=1e-9)
@@ -213,7 +216,8 @@ def test_timeline_explorer_filters_and_redraws(sync_run):
 def test_straggler_lab_launches_and_redraws(tmp_path):
     from edit_lab.widgets import StragglerLab
 
-    lab = StragglerLab(base=small(shards=1, replicas=2, steps=3, warmup_steps=1, sync_interval=1), out_dir=tmp_path)
+    lab = StragglerLab(base=small(shards=1, replicas=2, steps=3, warmup_steps=1, sync_interval=1), out_dir=tmp_path,
+                       initial=[])  # no shipped example runs: the panel starts empty
     assert lab.figures["timeline"].layout.meta["empty"]
     # a bad setting is reported in the panel, before anything starts
     lab.base = lab.base.replace(seq_len=10_000)

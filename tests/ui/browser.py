@@ -1,0 +1,48 @@
+"""Debian's chromium, driven by Playwright through its executable path: no browser is ever downloaded.
+
+Why the system browser: `playwright install` fetches a browser build from the network at test
+time, which a CI machine may not reach and which would be one more moving part; Debian packages a
+recent chromium that Playwright drives fine over CDP. The flags keep it from phoning home
+(component updates, sync, QUIC probes) and from needing a GPU or a sandbox inside containers.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+CHROMIUM_CANDIDATES = ("/usr/bin/chromium",)
+
+# Headless comes from `headless=True` (Playwright passes `--headless`, the new headless mode).
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",  # /dev/shm is tiny in many containers
+]
+
+VIEWPORT = {"width": 1400, "height": 1300}  # tall enough for the whole StragglerLab panel
+
+
+def find_chromium() -> str | None:
+    """The system chromium's path, or None when it is not installed."""
+    for path in CHROMIUM_CANDIDATES:
+        if os.access(path, os.X_OK):
+            return path
+    return shutil.which("chromium")
+
+
+def launch_context(playwright, executable: str, profile_dir: Path, timeout_s: float = 120.0):
+    """A headless chromium with a fresh profile in `profile_dir`; close it with `.close()`."""
+    profile_dir.mkdir(parents=True, exist_ok=True)
+    context = playwright.chromium.launch_persistent_context(
+        str(profile_dir), executable_path=executable, headless=True, args=CHROMIUM_ARGS,
+        viewport=VIEWPORT, timeout=timeout_s * 1000, accept_downloads=False, service_workers="block")
+    context.set_default_timeout(60_000)  # one click or lookup; a busy 2-core machine can be slow to paint
+    return context

@@ -1,0 +1,126 @@
+"""Fixtures of the browser tests: one JupyterLab server and one headless chromium for the module.
+
+The whole folder skips (with the reason) when no system chromium is installed; `.ci/run` installs
+Debian's. Everything started here is stopped in fixture finalizers, so also when a check fails,
+and the finalizers then assert that nothing this suite started is still running.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from edit_lab.tools.notebooks import NOTEBOOKS, parameterize, test_parameters
+
+from .browser import find_chromium, launch_context
+from .lab_server import LabServer
+from .notebook_page import NotebookPage
+
+
+@pytest.fixture(scope="session")
+def chromium_executable() -> str:
+    path = find_chromium()
+    if path is None:
+        pytest.skip("no system chromium (/usr/bin/chromium or `chromium` on PATH); `.ci/run` installs "
+                    "Debian's, or `apt-get install chromium`")
+    return path
+
+
+def _children() -> set[tuple[int, float]]:
+    out = set()
+    for p in psutil.Process().children(recursive=True):
+        try:
+            out.add((p.pid, p.create_time()))
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def _alive(procs: set[tuple[int, float]]) -> list[str]:
+    left = []
+    for pid, created in procs:
+        try:
+            p = psutil.Process(pid)
+            if p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(f"pid {pid}: {' '.join(p.cmdline())[:160]}")
+        except psutil.NoSuchProcess:
+            pass
+    return left
+
+
+@pytest.fixture(scope="module")
+def lab_root(tmp_path_factory) -> Path:
+    """A scratch copy of notebooks/, each course notebook with papermill's cell of its small test parameters."""
+    root = tmp_path_factory.mktemp("lab") / "notebooks"
+    shutil.copytree(NOTEBOOKS, root, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "runs", "__pycache__"))
+    for nb in sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
+        parameterize(nb, root, test_parameters(nb))
+    return root
+
+
+@pytest.fixture(scope="module")
+def lab_server(lab_root, chromium_executable):
+    """JupyterLab on a free localhost port with a token, serving the scratch copy; stopped for sure."""
+    server = LabServer(lab_root, lab_root.parent)
+    try:
+        server.start()
+    except RuntimeError as e:
+        pytest.fail(f"JupyterLab did not start: {e}")
+    try:
+        yield server
+    finally:
+        left = server.stop()
+        assert not left, f"processes started by the JupyterLab server are still running: {left}"
+
+
+@pytest.fixture(scope="module")
+def browser(chromium_executable, tmp_path_factory):
+    """A headless chromium with a fresh profile; closed (with its driver) at the end of the module."""
+    from playwright.sync_api import sync_playwright
+
+    before = _children()
+    pw = sync_playwright().start()
+    started = _children() - before
+    context = None
+    try:
+        context = launch_context(pw, chromium_executable, tmp_path_factory.mktemp("chromium-profile"))
+        started = _children() - before
+        yield context
+    finally:
+        try:
+            if context is not None:
+                context.close()
+        finally:
+            pw.stop()
+        deadline = time.monotonic() + 10
+        while _alive(started) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        left = _alive(started)
+        assert not left, f"browser processes still running after closing: {left}"
+
+
+@pytest.fixture
+def open_notebook(browser, lab_server, tmp_path):
+    """`open_notebook("00_welcome.ipynb")`: a NotebookPage whose screenshots go to this test's tmp_path.
+
+    The page is closed and its kernel shut down after the test, also when it fails.
+    """
+    pages: list[NotebookPage] = []
+
+    def _open(name: str, prefix: str | None = None, block: str | re.Pattern | None = None) -> NotebookPage:
+        page = NotebookPage(browser, lab_server, name, tmp_path, prefix or name.split("_")[0])
+        pages.append(page)
+        if block is not None:  # a test that proves the checks fail: make these requests fail
+            page.page.route(block, lambda route: route.abort())
+        page.open()
+        return page
+
+    yield _open
+    for page in pages:
+        page.close()
+    print(f"screenshots: {sorted(str(p) for page in pages for p in page.shots)}")
