@@ -309,7 +309,7 @@ def run_label(run: RunLike) -> str:
     c = r.config
     bits = [f"{c.method} {c.shards}×{c.replicas}"]
     if c.method == "aedit":
-        bits.append(f"T_sync {c.sync_period:g} s")
+        bits.append(f"T_sync {c.sync_period:.3g} s")
     if c.method in ("edit", "aedit") and not c.prefetch:
         bits.append("no prefetch")
     if c.straggler_replicas and c.straggler_factor > 1:

@@ -95,7 +95,7 @@ class StragglerLab:
         self._count = 0
         b = self.base
         style = {"description_width": "150px"}
-        layout = W.Layout(width="360px")
+        layout = W.Layout(width="420px")  # room for the label, the slider and a readout like "3.00"
         methods = available_methods()
         self.method = W.Dropdown(options=methods, value=b.method if b.method in methods else methods[0],
                                  description="method", style=style, layout=layout)
@@ -265,7 +265,8 @@ class TimelineExplorer:
         self.align = W.ToggleButtons(options=[("each rank's own steps", "step"),
                                               ("same time as the first rank", "time")],
                                      value="time" if cfg.method == "aedit" else "step", description="align",
-                                     tooltip="A-EDiT's replicas count their steps separately: align by time")
+                                     tooltip="A-EDiT's replicas count their steps separately: align by time",
+                                     style={"button_width": "210px"})  # the labels fit on their buttons
         self.fig_widget = go.FigureWidget()
         self.table = W.HTML()
         self.figure: go.Figure = go.Figure()
