@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from edit_lab.tools.notebooks import ROOT, execute, notebooks, parameterize, test_parameters
+from edit_lab.tools.notebooks import ROOT, execute, notebooks, parameterize
+from edit_lab.tools.notebooks import test_parameters as small_parameters
 
 NBS = notebooks()
 pytestmark = pytest.mark.notebooks
@@ -36,7 +37,7 @@ def test_structure(nb):
     assert cells[0]["cell_type"] == "markdown" and "learning goal" in "".join(cells[0]["source"]).lower()
     tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]
     assert len(tagged) == 1, "exactly one cell tagged `parameters`"
-    assert test_parameters(nb), "metadata.edit_lab.test_parameters makes a small version for the tests"
+    assert small_parameters(nb), "metadata.edit_lab.test_parameters makes a small version for the tests"
     src = "".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown").lower()
     assert "exercise" in src or "question" in src
 
@@ -76,7 +77,7 @@ def test_imports_are_declared(nb):
 @pytest.mark.parametrize("nb", NBS, ids=lambda p: p.stem)
 def test_runs_under_papermill_and_nbval(nb, tmp_path):
     """papermill with the small parameters, then nbval (--nbval-lax) on the same parameterised notebook."""
-    params = test_parameters(nb)
+    params = small_parameters(nb)
     execute(nb, tmp_path / "papermill", params)
     copy = parameterize(nb, tmp_path / "nbval", params)
     res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",

@@ -1,0 +1,58 @@
+"""Notebook 05's check cells: softmax weights, the first armed sync, the clip factor."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from edit_lab.exercises.nb05 import check_clip_factor, check_first_armed_step, check_softmax_weights, first_armed_step
+from edit_lab.methods.local_sgd import is_sync_step
+from edit_lab.penalty import AnomalyDetector
+
+
+def test_first_armed_step_matches_the_schedule_and_the_detector():
+    W, tau, E = 4, 2, 3
+    assert first_armed_step(W, tau, E) == 12
+    det = AnomalyDetector(alpha=0.02, arming=E, threshold=3.0)
+    armed_at, healthy = None, iter([1.0, 1.1, 0.9, 1.05, 0.95] * 4)
+    for step in range(40):
+        if not is_sync_step(step, W, tau):
+            continue
+        if copy.deepcopy(det).observe(1e9)[0]:  # would a huge norm be called an outlier at this sync?
+            armed_at = step
+            break
+        det.observe(next(healthy))
+    assert armed_at == first_armed_step(W, tau, E)
+
+
+def test_check_softmax_weights(capsys):
+    assert check_softmax_weights(None) is False
+    assert "Hint" in capsys.readouterr().out
+    assert check_softmax_weights([0.7310586, 0.2689414]) is True
+    assert check_softmax_weights((0.7311, 0.2689)) is True
+    with pytest.raises(AssertionError, match=r"\+G/T"):
+        check_softmax_weights([0.2689, 0.7311])  # the sign of the exponent
+    with pytest.raises(AssertionError, match="one weight per replica"):
+        check_softmax_weights([1.0])
+    with pytest.raises(AssertionError):
+        check_softmax_weights([2 / 3, 1 / 3])  # proportional to 1/G, not a softmax
+
+
+def test_check_first_armed_step():
+    assert check_first_armed_step(None) is False
+    assert check_first_armed_step(12) is True
+    assert check_first_armed_step(10 + 11 * 10, warmup=10, interval=10, arming=10) is True
+    with pytest.raises(AssertionError, match="only creates the anchors"):
+        check_first_armed_step(10)  # counts the anchor step as a sync
+    with pytest.raises(AssertionError):
+        check_first_armed_step(6)
+
+
+def test_check_clip_factor():
+    assert check_clip_factor(None) is False
+    assert check_clip_factor(0.5) is True
+    assert check_clip_factor(10 / (20 + 1e-6)) is True
+    assert check_clip_factor(1.0, norm=5.0) is True  # below φ: not clipped
+    with pytest.raises(AssertionError, match="multiplied by 10/20"):
+        check_clip_factor(2.0)  # φ/n upside down
