@@ -52,7 +52,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         cfg.validate()
         Path(args.write_config).write_text(cfg.to_json())
         print(f"wrote {args.write_config}; start it on every machine with\n"
-              f"  torchrun --nnodes {cfg.replicas} --nproc-per-node {cfg.shards} --node-rank N "
+              f"  torchrun --nnodes {cfg.replicas} --nproc-per-node {cfg.shards} --rdzv-id edit "
               f"--rdzv-backend c10d --rdzv-endpoint HOST:29400 -m edit_lab.worker --config {args.write_config}")
         return 0
     run = launch(cfg)
