@@ -1,0 +1,26 @@
+"""`make bench`: every CPU benchmark of the README, one after the other (about 25 minutes on 2 cores).
+
+The GPU benchmark (`benchmarks/gpu.py`) is separate: it needs a machine with NVIDIA GPUs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = (["engine_vs_fsdp2.py", "--steps", "40", "--repeats", "2"], ["edit_overlap.py"], ["penalty.py"],
+           ["stragglers.py"])
+
+
+def main() -> int:
+    failed = 0
+    for script, *args in SCRIPTS:
+        print(f"\n$ python benchmarks/{script} {' '.join(args)}", flush=True)
+        failed += subprocess.run([sys.executable, str(HERE / script), *args]).returncode != 0
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
