@@ -39,6 +39,18 @@ def _optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
     return torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
+def _train_step(cfg: RunConfig, model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
+                y: torch.Tensor) -> float:
+    """One step exactly as the engine takes it: mean loss, backward, clip the whole gradient, optimizer."""
+    loss = model(x, y)
+    loss.backward()
+    if cfg.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return float(loss.detach())
+
+
 def single_process(cfg: RunConfig) -> dict[str, Any]:
     """Train the full model on the global batches; returns per-step losses, val loss and the state dict."""
     torch.manual_seed(cfg.seed)
@@ -50,13 +62,7 @@ def single_process(cfg: RunConfig) -> dict[str, Any]:
         parts = _global_batch(corpus, cfg, step)
         x = torch.cat([p[0] for p in parts])
         y = torch.cat([p[1] for p in parts])
-        loss = model(x, y)
-        loss.backward()
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(float(loss.detach()))
+        losses.append(_train_step(cfg, model, opt, x, y))
     with torch.no_grad():
         val = [float(model(x, y)) for x, y in val_batches(corpus, cfg.eval_batches, cfg.batch_size, cfg.seq_len,
                                                           cfg.seed)]
@@ -85,14 +91,8 @@ def _fsdp2_rank(cfg: RunConfig, rank: int, world: int, port: int, out: Path) -> 
     for step in range(cfg.steps):
         t0 = time.perf_counter()
         x, y = train_batch(corpus, step, replica, shard, cfg.batch_size, cfg.seq_len, cfg.seed)
-        loss = model(x, y)
-        loss.backward()
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        losses.append(_train_step(cfg, model, opt, x, y))
         times.append(time.perf_counter() - t0)
-        losses.append(float(loss.detach()))
     state = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().clone()
              for k, v in model.state_dict().items()}
     if rank == 0:

@@ -71,9 +71,7 @@ class CO2Method(LocalSGDMethod):
             self.round_start[unit].copy_(theta.detach())
             if self.cfg.checksums:
                 self.log_checksums(unit)
-        self.last_sync_step = step
-        self.n_syncs += 1
-        self.log.record("sync", step=step, applied_round=applied)
+        self.sync_finished(step, checkpoint=False, applied_round=applied)  # a round is still in flight
 
     @torch.no_grad()
     def apply_average(self, pending: tuple[Handle, torch.Tensor, int] | None) -> int | None:

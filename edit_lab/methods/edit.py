@@ -178,10 +178,7 @@ class EDiTMethod(LocalSGDMethod):
 
     def end_sync(self) -> None:
         self.syncing = False
-        self.last_sync_step = self.sync_step
-        self.n_syncs += 1
-        self.log.record("sync", step=self.sync_step)
-        self.synced(self.sync_step)  # mid-forward of step sync_step, with θ = a and the sync done
+        self.sync_finished(self.sync_step)  # mid-forward of step sync_step, with θ = a and the sync done
 
     # ------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

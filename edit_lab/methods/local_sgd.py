@@ -79,6 +79,15 @@ class LocalSGDMethod(Method):
     def sync_between_steps(self, step: int) -> None:
         raise NotImplementedError
 
+    def sync_finished(self, step: int, checkpoint: bool = True, **record) -> None:
+        """Bookkeeping of a completed sync: the counters, its `sync` record, and — where every replica now
+        holds θ = a — a checkpoint moment."""
+        self.last_sync_step = step
+        self.n_syncs += 1
+        self.log.record("sync", step=step, **record)
+        if checkpoint:
+            self.synced(step)
+
     def eval_shards(self) -> list[torch.Tensor]:
         if self.outer is None:  # still in warm-up: every replica holds the same θ
             return list(self.engine.shards)
@@ -124,10 +133,7 @@ class PostLocalSGDMethod(LocalSGDMethod):
             self.outer.anchors[unit].copy_(buf.to(self.outer.anchors[unit].device))
             if self.cfg.checksums:
                 self.log_checksums(unit)
-        self.last_sync_step = step
-        self.n_syncs += 1
-        self.log.record("sync", step=step)
-        self.synced(step)
+        self.sync_finished(step)
 
 
 class DiLoCoMethod(LocalSGDMethod):
@@ -154,7 +160,4 @@ class DiLoCoMethod(LocalSGDMethod):
                 outer.reset(unit, theta)
                 if self.cfg.checksums:
                     self.log_checksums(unit)
-        self.last_sync_step = step
-        self.n_syncs += 1
-        self.log.record("sync", step=step)
-        self.synced(step)
+        self.sync_finished(step)
