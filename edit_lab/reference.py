@@ -102,23 +102,30 @@ def _fsdp2_rank(cfg: RunConfig, rank: int, world: int, port: int, out: Path) -> 
     dist.destroy_process_group()
 
 
-def fsdp2(cfg: RunConfig, out: str | Path) -> dict[str, Any]:
-    """Run FSDP2 HSDP in cfg.world_size fresh processes; returns losses (mean over ranks), step times, state."""
+def run_processes(cfg: RunConfig, out: Path, module: str, config_name: str, index_flag: str, n: int,
+                  what: str) -> None:
+    """Start `n` fresh `python -m module` processes (index 0..n-1 under `index_flag`) that rendezvous on a
+    free local port, and wait for all of them; the references write their results into `out`."""
     import socket
 
-    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "fsdp2_config.json").write_text(cfg.to_json())
+    (out / config_name).write_text(cfg.to_json())
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = dict(os.environ, OMP_NUM_THREADS=str(cfg.threads))
-    procs = [subprocess.Popen([sys.executable, "-m", "edit_lab.reference", "--config", str(out / "fsdp2_config.json"),
-                               "--rank", str(r), "--port", str(port), "--out", str(out)], env=env)
-             for r in range(cfg.world_size)]
+    procs = [subprocess.Popen([sys.executable, "-m", module, "--config", str(out / config_name), index_flag, str(i),
+                               "--port", str(port), "--out", str(out)], env=env)
+             for i in range(n)]
     codes = [p.wait(timeout=600) for p in procs]
     if any(codes):
-        raise RuntimeError(f"FSDP2 reference failed with exit codes {codes}")
+        raise RuntimeError(f"{what} reference failed with exit codes {codes}")
+
+
+def fsdp2(cfg: RunConfig, out: str | Path) -> dict[str, Any]:
+    """Run FSDP2 HSDP in cfg.world_size fresh processes; returns losses (mean over ranks), step times, state."""
+    out = Path(out)
+    run_processes(cfg, out, "edit_lab.reference", "fsdp2_config.json", "--rank", cfg.world_size, "FSDP2")
     per_rank = [json.loads((out / f"fsdp2-rank{r}.json").read_text()) for r in range(cfg.world_size)]
     losses = [sum(pr["losses"][i] for pr in per_rank) / len(per_rank) for i in range(cfg.steps)]
     step_times = [max(pr["step_times"][i] for pr in per_rank) for i in range(cfg.steps)]

@@ -22,10 +22,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +31,7 @@ import torch.distributed as dist
 from .config import RunConfig
 from .data import Corpus, load_corpus, train_batch
 from .model import build_model
+from .reference import run_processes
 
 
 def averaging_steps(cfg: RunConfig) -> list[int]:
@@ -99,19 +96,8 @@ def periodic_averaging(cfg: RunConfig, out: str | Path) -> dict[str, Any]:
     it averaged}.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "averaging_config.json").write_text(cfg.to_json())
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, OMP_NUM_THREADS=str(cfg.threads))
-    procs = [subprocess.Popen([sys.executable, "-m", "edit_lab.reference_averaging", "--config",
-                               str(out / "averaging_config.json"), "--replica", str(r), "--port", str(port),
-                               "--out", str(out)], env=env)
-             for r in range(cfg.replicas)]
-    codes = [p.wait(timeout=600) for p in procs]
-    if any(codes):
-        raise RuntimeError(f"periodic-averaging reference failed with exit codes {codes}")
+    run_processes(cfg, out, "edit_lab.reference_averaging", "averaging_config.json", "--replica", cfg.replicas,
+                  "periodic-averaging")
     losses = [json.loads((out / f"averaging-replica{r}.json").read_text())["losses"] for r in range(cfg.replicas)]
     states = [torch.load(out / f"averaging-replica{r}.pt", weights_only=True) for r in range(cfg.replicas)]
     return {"losses": losses, "states": states, "state": states[0], "averaging_steps": averaging_steps(cfg)}
