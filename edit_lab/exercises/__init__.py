@@ -18,6 +18,14 @@ def unanswered(answer: Any, hint: str) -> bool:
     return False
 
 
+def as_number(answer: Any, what: str = "a number") -> float:
+    """The answer as a float; anything that is not a number is a wrong answer (AssertionError), not a crash."""
+    try:
+        return float(answer)
+    except (TypeError, ValueError):
+        raise AssertionError(f"{answer!r} is not {what}.") from None
+
+
 def correct(message: str = "Correct!") -> bool:
     print(message)
     return True

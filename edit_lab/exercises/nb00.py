@@ -8,15 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import correct, unanswered
-
-
-def as_number(answer: Any, what: str = "a number") -> float:
-    """The answer as a float; anything that is not a number is a wrong answer (AssertionError), not a crash."""
-    try:
-        return float(answer)
-    except (TypeError, ValueError):
-        raise AssertionError(f"{answer!r} is not {what}.") from None
+from . import as_number, correct, unanswered
 
 
 def rank_of(replica: int, shard: int, shards: int) -> int:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import correct, unanswered
-from .nb00 import as_number
+from . import as_number, correct, unanswered
 
 BYTES_PER_VALUE = 4  # float32 gradients
 

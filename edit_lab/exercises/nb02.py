@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import correct, unanswered
-from .nb00 import as_number
+from . import as_number, correct, unanswered
 from .nb01 import BYTES_PER_VALUE, sharded_values
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import correct, unanswered
+from . import as_number, correct, unanswered
 
 
 def transfer_ms(nbytes: int, latency_ms: float, bandwidth_mbps: float) -> float:
@@ -52,7 +52,7 @@ def check_transfer_ms(answer: Any, nbytes: int = 99_072, latency_ms: float = 2.0
                           "and the answer is in milliseconds."):
         return False
     want = transfer_ms(nbytes, latency_ms, bandwidth_mbps)
-    assert abs(float(answer) - want) <= 0.01, (
+    assert abs(as_number(answer) - want) <= 0.01, (
         f"{answer} ms is not it. The bandwidth part is {nbytes} B / {bandwidth_mbps:g}·10⁶ B/s = "
         f"{nbytes / (bandwidth_mbps * 1e6) * 1e3:.4f} ms; do not forget the latency of {latency_ms:g} ms "
         f"(and keep MB = 10⁶ bytes).")
@@ -67,7 +67,7 @@ def check_exposed_with_prefetch(answer: Any, n_units: int = 5, transfer: float =
         return False
     want = exposed_ms(n_units, transfer, compute, prefetch=True)
     without = exposed_ms(n_units, transfer, compute, prefetch=False)
-    assert abs(float(answer) - want) <= 0.01, (
+    assert abs(as_number(answer) - want) <= 0.01, (
         f"{answer} ms is not it. Unit 0: {transfer:g} ms in full. Each of the other {n_units - 1} units: its "
         f"transfer starts when the link frees and overlaps {compute:g} ms of the previous unit's compute, so "
         f"only max(0, {transfer:g} − {compute:g}) ms of it is exposed. (Without prefetch: {without:g} ms.)")

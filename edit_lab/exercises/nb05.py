@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from . import correct, unanswered
+from . import as_number, correct, unanswered
 
 
 def first_armed_step(warmup: int, interval: int, arming: int) -> int:
@@ -61,7 +61,7 @@ def check_clip_factor(answer: Any, norm: float = 20.0, clip_norm: float = 10.0) 
     if unanswered(answer, "clipping rescales the aggregate so that its norm is at most φ: factor = min(1, φ / n)."):
         return False
     want = clip_factor(norm, clip_norm)
-    assert abs(float(answer) - want) <= 1e-4, (
+    assert abs(as_number(answer) - want) <= 1e-4, (
         f"{answer} is not it. The aggregate has norm {norm:g}; after clipping it must have norm {clip_norm:g}, "
         f"so it is multiplied by {clip_norm:g}/{norm:g} (a norm below φ would be left alone: factor 1).")
     return correct(f"Correct: {clip_norm:g}/({norm:g} + 1e-6) ≈ {want:.7f}. The direction is kept, only the "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from . import correct, unanswered
+from . import as_number, correct, unanswered
 
 
 def edit_wait_ms(interval: int, fast_ms: float, slow_ms: float) -> float:
@@ -34,7 +34,7 @@ def check_edit_wait_ms(answer: Any, interval: int = 4, fast_ms: float = 100.0, s
                           "until the slow one arrives."):
         return False
     want = edit_wait_ms(interval, fast_ms, slow_ms)
-    assert abs(float(answer) - want) <= 0.5, (
+    assert abs(as_number(answer) - want) <= 0.5, (
         f"{answer} ms is not it. The fast replica needs {interval}·{fast_ms:g} = {interval * fast_ms:g} ms for its "
         f"round, the slow one {interval}·{slow_ms:g} = {interval * slow_ms:g} ms; the fast one waits for the "
         f"difference.")
@@ -48,7 +48,7 @@ def check_sync_share(answer: Any, paces: Sequence[float] = (4000.0, 2000.0)) -> 
                           "replica at the slowest pace."):
         return False
     want = sync_share(paces)
-    assert abs(float(answer) - want) <= 0.01, (
+    assert abs(as_number(answer) - want) <= 0.01, (
         f"{answer} is not it. Capacity bound: {' + '.join(f'{p:g}' for p in paces)} = {sum(paces):g} tokens/s. "
         f"In lockstep each of the {len(paces)} replicas runs at {min(paces):g} tokens/s.")
     return correct(f"Correct: {len(paces)}·{min(paces):g} / {sum(paces):g} = {want:.3f}. The missing "
