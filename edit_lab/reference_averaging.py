@@ -56,6 +56,7 @@ def _replica_process(cfg: RunConfig, replica: int, port: int, out: Path) -> None
     from torch.distributed.algorithms.model_averaging import utils as averaging_utils
 
     torch.set_num_threads(cfg.threads)
+    torch.set_flush_denormal(True)  # as the engine's workers do (see worker.run_rank)
     R = cfg.replicas
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=replica, world_size=R,
                             timeout=datetime.timedelta(seconds=cfg.timeout_s))

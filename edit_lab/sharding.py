@@ -24,6 +24,7 @@ from torch.func import functional_call
 from .comm import Comm, Handle
 from .events import EventLog
 from .model import Llama, loss_fn
+from .norms import squared_norm
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,7 @@ class ShardedModel:
     # ------------------------------------------------------------------ helpers
     def grad_norm_(self, max_norm: float) -> float:
         """Clip the replica's gradient (norm over all its shards) to max_norm, like clip_grad_norm_."""
-        sq = torch.stack([p.grad.double().pow(2).sum() for p in self.shards if p.grad is not None]).sum()
+        sq = torch.stack([squared_norm(p.grad) for p in self.shards if p.grad is not None]).sum()
         sq = sq.reshape(1).to(torch.float64)
         self.comm.all_reduce(sq, group="shard", kind="grad_norm")
         total = float(sq.sqrt())

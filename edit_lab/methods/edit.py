@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from ..comm import Handle
+from ..norms import squared_norm
 from ..penalty import AnomalyDetector, PenaltyConfig, all_anomalous, clip_factor, softmax_weights
 from .local_sgd import LocalSGDMethod, is_sync_step
 
@@ -58,6 +59,7 @@ class EDiTMethod(LocalSGDMethod):
         self.weights: list[list[float]] = []  # [unit][replica]
         self.decisions: torch.Tensor | None = None  # [replica, unit, 4]: G, z, threshold, outlier
         self.pending: dict[int, tuple[Handle, torch.Tensor]] = {}
+        self.deltas: dict[int, torch.Tensor] = {}  # Δ of the units not yet issued, from stage 1
 
     # ------------------------------------------------------------ when to sync
     def should_sync(self, step: int) -> bool:
@@ -99,8 +101,10 @@ class EDiTMethod(LocalSGDMethod):
         self.syncing = True
         self.sync_step = step
         n_units, R = self.engine.n_units, self.mesh.replicas
-        sq = torch.stack([self.outer.pseudo_gradient(u, th).double().pow(2).sum()
-                          for u, th in enumerate(self.engine.shards)])
+        # Δ is kept until the unit is issued: θ of a unit does not change before its own sync, so the
+        # same values would only be computed twice (a pass over the unit's shard saved per unit).
+        self.deltas = {u: self.outer.pseudo_gradient(u, th) for u, th in enumerate(self.engine.shards)}
+        sq = torch.stack([squared_norm(d) for d in self.deltas.values()])
         self.comm.all_reduce(sq, group="shard", kind="sync_norms")
         dev = self.engine.device  # NCCL only moves device tensors
         mine = torch.zeros(n_units, 4, dtype=torch.float64)
@@ -126,11 +130,11 @@ class EDiTMethod(LocalSGDMethod):
         """Stage 3: start the sync-group all-reduce of w_r·Δ_r for one unit (async)."""
         assert self.outer is not None
         w = self.weights[unit][self.mesh.replica]
-        theta = self.engine.shards[unit]
+        delta = self.deltas.pop(unit)
         if w == 0.0:  # an anomalous replica sends zeros: 0·NaN would still be NaN
-            contrib = torch.zeros_like(theta)
+            contrib = delta.zero_()
         else:
-            contrib = self.outer.pseudo_gradient(unit, theta).mul_(w)
+            contrib = delta.mul_(w)
         h = self.comm.all_reduce(contrib, group="sync", kind="sync_reduce", unit=unit, async_op=True)
         self.pending[unit] = (h, contrib)
 
@@ -142,7 +146,7 @@ class EDiTMethod(LocalSGDMethod):
         h.wait()
         factor = 1.0
         if self.penalty.clip:
-            sq = delta_bar.double().pow(2).sum().reshape(1)
+            sq = squared_norm(delta_bar).reshape(1)
             self.comm.all_reduce(sq, group="shard", kind="sync_clip", unit=unit)
             factor = clip_factor(float(sq.sqrt()), self.penalty.clip_norm)
             if factor < 1.0:
