@@ -1,12 +1,19 @@
 """Simulated stragglers: seeded, deterministic, the same on every rank.
 
 Two kinds, as in the paper's experiments:
-- *consistent*: chosen replicas run k× slower; each of their steps is stretched by sleeping
+- *consistent*: chosen replicas run k× slower; each of their steps is stretched by
   (k − 1) × the compute time it just measured, so the slowdown follows the real compute;
 - *random*: each step, each replica pauses `random_pause_ms` with probability `random_pause_prob`,
   drawn from a generator seeded by (seed, replica, step), so a rerun pauses at the same steps.
 
 A pause is recorded as a `straggle` event so the timeline shows who held whom up.
+
+A straggler *spins* through its pause rather than sleeping. A slow or stalled device is still busy:
+it does not hand its compute to the other replicas. A sleeping process does, whenever ranks share
+cores (4 processes on a 2-core laptop): the others then ran up to 25% faster while the straggler
+slept, so a straggler made the *other* replicas faster and the capacity bound higher than without
+stragglers. Spinning keeps each rank's share of the CPU what it would be without the pause; on one
+core per rank (or one GPU per rank) the two are the same.
 """
 
 from __future__ import annotations
@@ -56,6 +63,12 @@ class StragglerModel:
         if d <= 0:
             return 0.0
         t0 = log.clock.now()
-        time.sleep(d)
+        spin_until(time.perf_counter() + d)
         log.add("straggle", t0, log.clock.now(), reason=why, planned=d)
         return d
+
+
+def spin_until(deadline: float) -> None:
+    """Busy-wait until `time.perf_counter()` reaches `deadline` (see the module docstring for why not sleep)."""
+    while time.perf_counter() < deadline:
+        pass
