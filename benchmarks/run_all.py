@@ -1,4 +1,4 @@
-"""`make bench`: every CPU benchmark of the README, one after the other (about 25 minutes on 2 cores).
+"""`make bench`: every CPU benchmark of the README, one after the other (about 50 minutes on 2 cores).
 
 The GPU benchmark (`benchmarks/gpu.py`) is separate: it needs a machine with NVIDIA GPUs.
 """
@@ -11,7 +11,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = (["engine_vs_fsdp2.py", "--steps", "40", "--repeats", "2"], ["edit_overlap.py"], ["penalty.py"],
-           ["stragglers.py"])
+           ["stragglers.py", "--repeats", "2"])
 
 
 def main() -> int:
