@@ -26,6 +26,16 @@ def as_number(answer: Any, what: str = "a number") -> float:
         raise AssertionError(f"{answer!r} is not {what}.") from None
 
 
+def as_numbers(answer: Any, count: int, what: str) -> list[float]:
+    """A list answer as `count` floats; not a list of numbers, or the wrong length, is a wrong answer."""
+    try:
+        got = [float(x) for x in answer]
+    except (TypeError, ValueError):
+        raise AssertionError(f"{answer!r} is not {what}.") from None
+    assert len(got) == count, f"give {what}: {count} numbers, not {len(got)}"
+    return got
+
+
 def correct(message: str = "Correct!") -> bool:
     print(message)
     return True

@@ -37,7 +37,7 @@ def check_unhidden_unit(answer: Any) -> bool:
     if unanswered(answer, "prefetch issues unit l+1's transfer while unit l computes. Which unit has no unit "
                           "before it? Look at the 'exposed (ms)' column of the prefetch-on table."):
         return False
-    assert int(answer) == 0, (
+    assert as_number(answer, "a unit number") == 0, (
         f"unit {answer} is not it: its transfer was issued one unit early and overlapped the previous unit's "
         f"compute. The forward starts with unit 0 (the root unit: embeddings, final norm, head), and nothing "
         f"runs before it in the step, so its whole transfer is exposed.")

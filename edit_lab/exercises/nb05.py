@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from . import as_number, correct, unanswered
+from . import as_number, as_numbers, correct, unanswered
 
 
 def first_armed_step(warmup: int, interval: int, arming: int) -> int:
@@ -30,8 +30,7 @@ def check_softmax_weights(answer: Any, norms: Sequence[float] = (1.0, 2.0), temp
                           "weights sum to 1."):
         return False
     want = softmax_weights(list(norms), temperature, [False] * len(norms))
-    got = [float(x) for x in answer]
-    assert len(got) == len(want), f"give one weight per replica: {len(want)} numbers, not {len(got)}"
+    got = as_numbers(answer, len(want), "one weight per replica")
     assert all(abs(g - w) <= 1e-3 for g, w in zip(got, want)), (
         f"{got} is not it. exp(−1) = {math.exp(-1):.4f} and exp(−2) = {math.exp(-2):.4f}; divide each by their "
         f"sum. (If your weights favour the replica with the larger norm, you used +G/T instead of −G/T.)")
@@ -46,7 +45,7 @@ def check_first_armed_step(answer: Any, warmup: int = 4, interval: int = 2, armi
         return False
     want = first_armed_step(warmup, interval, arming)
     syncs = [warmup + k * interval for k in range(1, arming + 2)]
-    assert int(answer) == want, (
+    assert as_number(answer, "a step number") == want, (
         f"step {answer} is not it. The syncs are at steps {', '.join(map(str, syncs))}, … (step {warmup} only "
         f"creates the anchors and feeds no detector). The first {arming} syncs fill the history; the one after "
         f"them is the first that is judged.")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from . import as_number, correct, unanswered
+from . import as_number, as_numbers, correct, unanswered
 
 
 def edit_wait_ms(interval: int, fast_ms: float, slow_ms: float) -> float:
@@ -60,8 +60,7 @@ def check_aedit_round_steps(answer: Any, period_s: float = 0.8, step_ms: Sequenc
     if unanswered(answer, "a round lasts about T_sync seconds for every replica; divide by each one's step time."):
         return False
     want = aedit_round_steps(period_s, step_ms)
-    got = [float(x) for x in answer]
-    assert len(got) == len(want), f"give one number per replica ([fast, slow]): {len(want)} numbers"
+    got = as_numbers(answer, len(want), "one number per replica ([fast, slow])")
     assert all(abs(g - w) <= 1 for g, w in zip(got, want)), (
         f"{answer} is not it. A round lasts about {period_s * 1e3:g} ms for everyone; the fast replica fits "
         f"{period_s * 1e3:g}/{step_ms[0]:g} steps into it, the slow one {period_s * 1e3:g}/{step_ms[1]:g}.")
