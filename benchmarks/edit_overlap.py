@@ -35,6 +35,7 @@ import argparse
 import statistics
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -42,6 +43,18 @@ sys.path.insert(0, str(ROOT))
 from edit_lab import RunConfig, launch  # noqa: E402
 from edit_lab.analysis import comm_split  # noqa: E402
 from edit_lab.model import get_size  # noqa: E402
+
+
+class Row(NamedTuple):
+    """One method's line of the table; times in seconds, medians over the run's syncs."""
+
+    label: str
+    sync_s: float
+    local_s: float
+    ratio: float
+    extra_s: float
+    hidden: float
+    extra_slowest_s: float
 
 
 def step_times(run) -> dict[tuple[int, int], float]:
@@ -55,7 +68,8 @@ def sync_pairs(run, syncs: set[int]) -> tuple[list[tuple[float, float]], list[tu
     First on the replica that reached the sync last, which waited for nobody: what the sync itself
     costs. Then as the slowest replica's step, which also holds the time the replica that arrived
     first waited for the other one (after τ local steps, replicas are tens of ms apart on a busy CPU:
-    waiting for the slower replica, which any sync pays and issue 5 is about, not a cost of the sync).
+    waiting for the slower replica, which any sync pays and the straggler benchmark is about, not a cost
+    of the sync).
     Each sync step is compared with the steps around it because the machine's speed drifts over a
     run by more than the effect measured.
     """
@@ -140,18 +154,18 @@ def overlap(base: RunConfig, a: argparse.Namespace) -> None:
         split = comm_split(run, by=("kind",))
         row = split[split["kind"] == "sync_reduce"]
         hidden = float(row["hidden_s"].sum() / row["total_s"].sum()) if float(row["total_s"].sum()) > 0 else 0.0
-        rows.append((label, statistics.median(synced), statistics.median(local),
-                     statistics.median(t / loc for t, loc in pairs), statistics.median(t - loc for t, loc in pairs),
-                     hidden, statistics.median(t - loc for t, loc in slowest)))
+        rows.append(Row(label, statistics.median(synced), statistics.median(local),
+                        statistics.median(t / loc for t, loc in pairs), statistics.median(t - loc for t, loc in pairs),
+                        hidden, statistics.median(t - loc for t, loc in slowest)))
     print("| method | sync step (ms) | local step (ms) | sync / local | extra (ms) | sync-group comm hidden | "
           "extra, slowest replica's step (ms) |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for label, s, loc, ratio, extra, hidden, extra_slowest in rows:
-        print(f"| {label} | {1e3 * s:.1f} | {1e3 * loc:.1f} | {ratio:.2f}× | {1e3 * extra:.1f} | {hidden:.0%} | "
-              f"{1e3 * extra_slowest:.1f} |")
-    extra = {row[0]: row[4] for row in rows}
-    print(f"\nEDiT with prefetch: {rows[0][3]:.2f}× (target ≤ 1.3×); its extra time is "
-          f"{extra['edit, prefetch on'] / extra['diloco']:.0%} of DiLoCo's (target < 50%)\n", flush=True)
+    for r in rows:
+        print(f"| {r.label} | {1e3 * r.sync_s:.1f} | {1e3 * r.local_s:.1f} | {r.ratio:.2f}× | {1e3 * r.extra_s:.1f} | "
+              f"{r.hidden:.0%} | {1e3 * r.extra_slowest_s:.1f} |")
+    edit, diloco = rows[0], rows[-1]
+    print(f"\nEDiT with prefetch: {edit.ratio:.2f}× (target ≤ 1.3×); its extra time is "
+          f"{edit.extra_s / diloco.extra_s:.0%} of DiLoCo's (target < 50%)\n", flush=True)
 
 
 def loss(a: argparse.Namespace) -> None:

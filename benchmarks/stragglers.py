@@ -50,41 +50,24 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from edit_lab import RunConfig, launch  # noqa: E402
-from edit_lab.analysis import split_exposed  # noqa: E402
+from edit_lab.analysis import replica_table  # noqa: E402
 
 METHODS = ("sync", "diloco", "co2", "edit", "aedit")
 
 
-def replica_spans(run, from_step: int) -> list[tuple[int, float]]:
-    """Per replica: (tokens of steps ≥ from_step, seconds from the end of step from_step − 1 to its last step)."""
-    out = []
-    for rep in range(run.summary["replicas"]):
-        mine = sorted((m["step"], m["t"], m["tokens"]) for m in run.metrics
-                      if m["kind"] == "train" and m["replica"] == rep)
-        t_start = max(t for step, t, _ in mine if step < from_step) if from_step > 0 else 0.0
-        out.append((sum(n for step, _, n in mine if step >= from_step), mine[-1][1] - t_start))
-    return out
-
-
 def throughput(run, from_step: int) -> float:
     """Σ over replicas of tokens/s over steps ≥ from_step (timed from the end of step from_step − 1)."""
-    return sum(tokens / span for tokens, span in replica_spans(run, from_step))
+    return float(replica_table(run, from_step)["tokens_per_s"].sum())
 
 
 def in_run_efficiency(run, from_step: int) -> float:
-    """Throughput / the same run's own capacity: Σ over replicas of tokens / (span − time blocked on the sync group).
+    """Throughput / the same run's own capacity bound (`analysis.capacity_bound` over the same steady state).
 
-    The bound of `analysis.capacity_bound`, over the same steady state. Both sides come from one run,
-    so the machine's speed, which drifts by ±10% between runs a minute apart on a shared VM, cancels.
+    Both sides come from one run, so the machine's speed, which drifts by ±10% between runs a minute
+    apart on a shared VM, cancels.
     """
-    S, steps = run.summary["shards"], run.summary["steps"]
-    blocked = [0.0] * run.summary["replicas"]
-    for e in run.events:
-        if from_step <= e["step"] < steps and e.get("group") in ("sync", "world") and e["kind"] != "wait":
-            blocked[e["rank"] // S] += split_exposed(e)[0] / S  # mean over the replica's ranks
-    spans = replica_spans(run, from_step)
-    own = sum(tokens / max(span - b, 1e-9) for (tokens, span), b in zip(spans, blocked))
-    return throughput(run, from_step) / own
+    t = replica_table(run, from_step)
+    return float(t["tokens_per_s"].sum() / t["own_tokens_per_s"].sum())
 
 
 def whole_run_throughput(run) -> float:

@@ -199,12 +199,16 @@ def memory_table(run: RunLike) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------- replicas
-def replica_table(run: RunLike) -> pd.DataFrame:
+def replica_table(run: RunLike, from_step: int = 0) -> pd.DataFrame:
     """Per replica: tokens, steps, time, blocked time on the sync group, achieved and own-pace tokens/s.
 
     `blocked_s` is the exposed sync-group communication of training steps (mean over the replica's
     ranks): time spent waiting for the other replicas or the slow link. `own_tokens_per_s` is what the
     replica would do without that time; their sum is the capacity bound.
+
+    `from_step` > 0 counts only steps ≥ from_step, timed from the end of the replica's step
+    from_step − 1: the steady state after a warm-up, whose synchronous steps hold every replica to
+    the slowest one's pace whatever the method.
     """
     r = as_run(run)
     cfg = r.config
@@ -214,8 +218,8 @@ def replica_table(run: RunLike) -> pd.DataFrame:
     per_rank_blocked: dict[int, float] = {rank: 0.0 for rank in range(cfg.world_size)}
     per_rank_straggle: dict[int, float] = {rank: 0.0 for rank in range(cfg.world_size)}
     for e in r.events:
-        if e["step"] >= cfg.steps:
-            continue  # the final sync and eval happen after training
+        if not from_step <= e["step"] < cfg.steps:
+            continue  # warm-up, or the final sync and eval after training
         if e.get("group") in ("sync", "world") and e["kind"] != "wait":
             per_rank_blocked[e["rank"]] += split_exposed(e)[0]
         elif e["kind"] == "straggle":
@@ -227,24 +231,27 @@ def replica_table(run: RunLike) -> pd.DataFrame:
     rows = []
     for rep in range(cfg.replicas):
         mine = m[m["replica"] == rep]
+        before = mine[mine["step"] < from_step]
+        start = float(before["t"].max()) if from_step > 0 and len(before) else 0.0
+        mine = mine[mine["step"] >= from_step]
         tokens = int(mine["tokens"].sum()) if len(mine) else 0
-        end = float(mine["t"].max()) if len(mine) else 0.0
+        span = float(mine["t"].max()) - start if len(mine) else 0.0
         b = sum(blocked.get(rep, [0.0])) / max(len(blocked.get(rep, [])), 1)
         st = sum(straggle.get(rep, [0.0])) / max(len(straggle.get(rep, [])), 1)
-        busy = max(end - b, 1e-12)
+        busy = max(span - b, 1e-12)
         rows.append({
-            "replica": rep, "tokens": tokens, "steps": int(len(mine)), "time_s": end,
-            "tokens_per_s": tokens / end if end > 0 else 0.0,
+            "replica": rep, "tokens": tokens, "steps": int(len(mine)), "time_s": span,
+            "tokens_per_s": tokens / span if span > 0 else 0.0,
             "blocked_s": b, "straggle_s": st,
             "sync_wait_s": float(summ.get(str(rep), {}).get("sync_wait_s", 0.0)),
-            "own_tokens_per_s": tokens / busy if end > 0 else 0.0,
+            "own_tokens_per_s": tokens / busy if span > 0 else 0.0,
         })
     return pd.DataFrame(rows)
 
 
-def capacity_bound(run: RunLike) -> float:
+def capacity_bound(run: RunLike, from_step: int = 0) -> float:
     """Tokens/s of all replicas together if none ever waited on the sync group (sum of own paces)."""
-    t = replica_table(run)
+    t = replica_table(run, from_step)
     return float(t["own_tokens_per_s"].sum()) if len(t) else 0.0
 
 
