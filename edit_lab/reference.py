@@ -26,6 +26,7 @@ import torch.distributed as dist
 from .config import RunConfig
 from .data import Corpus, load_corpus, train_batch, val_batches
 from .model import build_model, loss_fn
+from .worker import configure_cpu
 
 
 def _global_batch(corpus: Corpus, cfg: RunConfig, step: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -75,8 +76,7 @@ def _fsdp2_rank(cfg: RunConfig, rank: int, world: int, port: int, out: Path) -> 
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    torch.set_num_threads(cfg.threads)
-    torch.set_flush_denormal(True)  # as the engine's workers do (see worker.run_rank)
+    configure_cpu(cfg.threads)  # as the engine's workers do
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=cfg.timeout_s))
     mesh = init_device_mesh("cpu", (cfg.replicas, cfg.shards), mesh_dim_names=("replica", "shard"))

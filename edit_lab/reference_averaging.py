@@ -32,6 +32,7 @@ from .config import RunConfig
 from .data import Corpus, load_corpus, train_batch
 from .model import build_model
 from .reference import run_processes
+from .worker import configure_cpu
 
 
 def averaging_steps(cfg: RunConfig) -> list[int]:
@@ -55,8 +56,7 @@ def _replica_process(cfg: RunConfig, replica: int, port: int, out: Path) -> None
     from torch.distributed.algorithms.model_averaging import averagers
     from torch.distributed.algorithms.model_averaging import utils as averaging_utils
 
-    torch.set_num_threads(cfg.threads)
-    torch.set_flush_denormal(True)  # as the engine's workers do (see worker.run_rank)
+    configure_cpu(cfg.threads)  # as the engine's workers do
     R = cfg.replicas
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=replica, world_size=R,
                             timeout=datetime.timedelta(seconds=cfg.timeout_s))

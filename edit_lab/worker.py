@@ -241,13 +241,21 @@ class ProgressFile:
         os.replace(tmp, self.path)
 
 
+def configure_cpu(threads: int) -> None:
+    """CPU math of a training process: ours, and the reference processes we are measured against.
+
+    `threads` per process, because several processes share the cores. Denormals flushed, because they
+    appear as training goes on (tiny gradients, Adam moments) and x86 CPUs compute on them some 100×
+    slower: unflushed, a run's steps got 1.5× slower after a few dozen steps.
+    """
+    torch.set_num_threads(threads)
+    torch.set_flush_denormal(True)
+
+
 def run_rank(cfg: RunConfig, rank: int, world_size: int, local_rank: int, init_method: str | None = None,
              store: dist.Store | None = None) -> None:
     """Initialise the process group, train, and write this rank's share of the run directory."""
-    torch.set_num_threads(cfg.threads)
-    # Denormal floats appear as training goes on (tiny gradients, Adam moments) and x86 CPUs compute
-    # on them some 100× slower: unflushed, a run's steps got 1.5× slower after a few dozen steps.
-    torch.set_flush_denormal(True)
+    configure_cpu(cfg.threads)
     out = Path(cfg.out)
     device = resolve_device(cfg, local_rank)
     backend = resolve_backend(cfg, device)
