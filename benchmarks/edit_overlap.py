@@ -9,8 +9,11 @@ without, and `diloco` train the same model in one run of this script. For each s
 sync step (for EDiT the step whose forward syncs, for DiLoCo the step whose end syncs) with the mean
 of its two neighbours, which are local steps, on the replica that reached the sync last (see
 `sync_pairs`), and report the medians over the syncs: both step times, their ratio and difference
-(the extra time), and the fraction of sync-group communication hidden under compute.
-Targets: edit with prefetch ≤ 1.3×, and less than half of DiLoCo's extra time.
+(the extra time), and the fraction of sync-group communication hidden under the same rank's compute
+(overlap.py: the time with a sync-group collective in flight while the rank worked, each instant
+once; waiting on one collective hides no other).
+Targets: edit with prefetch ≤ 1.05× with at least 80% of the sync-group communication hidden, and
+less than half of DiLoCo's extra time.
 
 The defaults are the regime EDiT is built for, scaled to a CPU: the `small` model (6 blocks), 4096
 tokens per rank and step, one core per rank (1 shard × 2 replicas). The batch matters because the
@@ -41,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from edit_lab import RunConfig, launch  # noqa: E402
-from edit_lab.analysis import comm_split  # noqa: E402
+from edit_lab.analysis import comm_totals  # noqa: E402
 from edit_lab.model import get_size  # noqa: E402
 
 
@@ -151,9 +154,10 @@ def overlap(base: RunConfig, a: argparse.Namespace) -> None:
         pairs, slowest = sync_pairs(run, syncs)
         synced = [t for t, _ in pairs]
         local = [t for _, t in pairs]
-        split = comm_split(run, by=("kind",))
-        row = split[split["kind"] == "sync_reduce"]
-        hidden = float(row["hidden_s"].sum() / row["total_s"].sum()) if float(row["total_s"].sum()) > 0 else 0.0
+        # overlap.py's definition: the share of the time with sync-group communication in flight during
+        # which the same rank computed (each instant once), over the training steps
+        sync = comm_totals(run, steps=(0, a.steps - 1), groups=["sync"])
+        hidden = sync["hidden_s"] / sync["total_s"] if sync["total_s"] > 0 else 0.0
         rows.append(Row(label, statistics.median(synced), statistics.median(local),
                         statistics.median(t / loc for t, loc in pairs), statistics.median(t - loc for t, loc in pairs),
                         hidden, statistics.median(t - loc for t, loc in slowest)))
@@ -164,8 +168,9 @@ def overlap(base: RunConfig, a: argparse.Namespace) -> None:
         print(f"| {r.label} | {1e3 * r.sync_s:.1f} | {1e3 * r.local_s:.1f} | {r.ratio:.2f}× | {1e3 * r.extra_s:.1f} | "
               f"{r.hidden:.0%} | {1e3 * r.extra_slowest_s:.1f} |")
     edit, diloco = rows[0], rows[-1]
-    print(f"\nEDiT with prefetch: {edit.ratio:.2f}× (target ≤ 1.3×); its extra time is "
-          f"{edit.extra_s / diloco.extra_s:.0%} of DiLoCo's (target < 50%)\n", flush=True)
+    print(f"\nEDiT with prefetch: {edit.ratio:.2f}× (target ≤ 1.05×), {edit.hidden:.0%} of its sync-group "
+          f"communication hidden (target ≥ 80%); its extra time is {edit.extra_s / diloco.extra_s:.0%} of "
+          f"DiLoCo's (target < 50%)\n", flush=True)
 
 
 def loss(a: argparse.Namespace) -> None:

@@ -7,12 +7,12 @@ by concatenating rows. Every function takes a `Run`, a run directory or a path, 
 
 Two quantities need a definition:
 
-- **hidden / exposed communication.** Every collective is recorded from issue to completion
-  (`t0`..`t1`) with `data.exposed`, the seconds its rank stood blocked by it. A blocking collective
-  is exposed for its whole duration; an asynchronous one (prefetch, reduce-scatter in the backward)
-  only for the `wait` at the end. `exposed` here is that value clipped to the duration and
-  `hidden = duration − exposed`: the part that travelled while the rank computed. So
-  `hidden + exposed = duration` for every collective, and the sums over any grouping add up too.
+- **hidden / exposed communication**, defined once in `overlap.py`: the part of a collective in
+  flight while its rank *worked* is hidden, the rank's own wait on it is exposed, and the rest was in
+  flight while the rank waited on another collective (`other`). `hidden + exposed + other =
+  duration` for every collective. Tables per kind sum each collective's own split; per-rank totals
+  (`comm_totals`, `replica_table`) split the union of the collectives, so an instant of a rank's
+  time is never counted twice.
 - **capacity bound.** The tokens/s the replicas would reach together if none of them ever stood
   waiting on the sync group: each replica at its own pace, `tokens / (time − blocked time)`, summed
   over replicas. Synchronous training runs at R × the slowest replica's pace; A-EDiT's point is
@@ -27,16 +27,14 @@ from typing import Any, Union
 
 import pandas as pd
 
+from .overlap import LEGEND, Overlap, Split, is_comm
 from .run import Run
 
 RunLike = Union[Run, str, Path]
 StepRange = Union[int, tuple[int, int], None]
 
-#: Collectives that make the replicas agree on the model (a "sync" in the paper's sense).
-MODEL_SYNC_KINDS = ("sync_reduce", "param_average", "co2_reduce")
-
 EVENT_COLUMNS = ["rank", "replica", "shard", "step", "unit", "kind", "t0", "t1", "duration", "bytes", "group",
-                 "comm", "overlapped", "exposed", "hidden", "part", "on", "reason", "data"]
+                 "comm", "overlapped", "exposed", "hidden", "other", "part", "on", "reason", "data"]
 
 
 def as_run(run: RunLike) -> Run:
@@ -44,9 +42,7 @@ def as_run(run: RunLike) -> Run:
     return run if isinstance(run, Run) else Run(run)
 
 
-def is_comm(kind: str, group: str | None) -> bool:
-    """True for a collective (it has a group); a `wait` is the rank blocked on one, not a collective."""
-    return group is not None and kind != "wait"
+__all__ = ["LEGEND", "Overlap", "Split", "is_comm"]  # re-exported: the overlap definition, for readers of tables
 
 
 def _step_filter(steps: StepRange) -> tuple[int, int] | None:
@@ -78,32 +74,25 @@ def event_rows(run: RunLike, steps: StepRange = None, ranks: Iterable[int] | Non
     return out
 
 
-def split_exposed(ev: dict[str, Any]) -> tuple[float, float]:
-    """(exposed, hidden) seconds of one event; (0, 0) for anything that is not a collective.
-
-    A collective recorded without `data.exposed` (older runs) counts as blocking: fully exposed.
-    """
-    if not is_comm(ev["kind"], ev.get("group")):
-        return 0.0, 0.0
-    dur = max(ev["t1"] - ev["t0"], 0.0)
-    raw = (ev.get("data") or {}).get("exposed")
-    exposed = dur if raw is None else min(max(float(raw), 0.0), dur)
-    return exposed, dur - exposed
+def split_of(run: RunLike, ev: dict[str, Any]) -> Split:
+    """Hidden, exposed and other seconds of one event of `run` (all zero for anything not a collective)."""
+    return as_run(run).overlap.split(ev)
 
 
 def events_table(run: RunLike, steps: StepRange = None, ranks: Iterable[int] | None = None,
                  kinds: Iterable[str] | None = None) -> pd.DataFrame:
-    """One row per event: the schema of events.py plus duration, comm, exposed, hidden and a few data fields."""
+    """One row per event: the schema of events.py plus duration, comm, exposed, hidden, other and a few data fields."""
+    r = as_run(run)
     rows = []
-    for e in event_rows(run, steps, ranks, kinds):
+    for e in event_rows(r, steps, ranks, kinds):
         data = e.get("data") or {}
-        exposed, hidden = split_exposed(e)
+        sp = r.overlap.split(e)
         rows.append({
             "rank": e["rank"], "replica": e["replica"], "shard": e["shard"], "step": e["step"],
             "unit": e.get("unit"), "kind": e["kind"], "t0": e["t0"], "t1": e["t1"],
             "duration": max(e["t1"] - e["t0"], 0.0), "bytes": int(e.get("bytes") or 0), "group": e.get("group"),
             "comm": is_comm(e["kind"], e.get("group")), "overlapped": bool(data.get("overlapped", False)),
-            "exposed": exposed, "hidden": hidden, "part": data.get("part"), "on": data.get("on"),
+            "exposed": sp.exposed, "hidden": sp.hidden, "other": sp.other, "part": data.get("part"), "on": data.get("on"),
             "reason": data.get("reason"), "data": data,
         })
     df = pd.DataFrame(rows, columns=EVENT_COLUMNS)
@@ -113,13 +102,15 @@ def events_table(run: RunLike, steps: StepRange = None, ranks: Iterable[int] | N
 
 def comm_split(run: RunLike, by: Sequence[str] = ("rank", "kind"), steps: StepRange = None,
                ranks: Iterable[int] | None = None) -> pd.DataFrame:
-    """Communication time per group of `by` (any event columns): count, bytes, total, hidden, exposed seconds.
+    """Communication time per group of `by` (any event columns): count, bytes, total, hidden, exposed, other seconds.
 
-    `hidden_frac` is the share of the communication time that was hidden under compute.
+    Each collective contributes its own split (overlap.py), so two collectives in flight together
+    both count an instant they share: the right reading of "how much of the sync-group all-reduce
+    was hidden", not of a rank's time (use `comm_totals` for that). `hidden_frac` = hidden / total.
     """
     df = events_table(run, steps, ranks)
     df = df[df["comm"]]
-    cols = ["count", "bytes", "total_s", "hidden_s", "exposed_s", "hidden_frac"]
+    cols = ["count", "bytes", "total_s", "hidden_s", "exposed_s", "other_s", "hidden_frac"]
     by = list(by)
     if df.empty:
         return pd.DataFrame(columns=by + cols)
@@ -130,21 +121,39 @@ def comm_split(run: RunLike, by: Sequence[str] = ("rank", "kind"), steps: StepRa
         "total_s": g["duration"].sum(),
         "hidden_s": g["hidden"].sum(),
         "exposed_s": g["exposed"].sum(),
+        "other_s": g["other"].sum(),
     }).reset_index()
     out["hidden_frac"] = (out["hidden_s"] / out["total_s"]).where(out["total_s"] > 0, 0.0)
     return out
 
 
-def comm_totals(run: RunLike, steps: StepRange = None, ranks: Iterable[int] | None = None) -> dict[str, float]:
-    """Total, hidden and exposed communication seconds summed over the chosen ranks and steps."""
-    total = hidden = exposed = 0.0
-    for e in event_rows(run, steps, ranks):
-        if is_comm(e["kind"], e.get("group")):
-            ex, hi = split_exposed(e)
-            total += max(e["t1"] - e["t0"], 0.0)
-            hidden += hi
-            exposed += ex
-    return {"total_s": total, "hidden_s": hidden, "exposed_s": exposed}
+def comm_by_rank(run: RunLike, steps: StepRange = None, ranks: Iterable[int] | None = None,
+                 groups: Iterable[str] | None = None, kinds: Iterable[str] | None = None) -> pd.DataFrame:
+    """Per rank, the wall-clock time with at least one chosen collective in flight, split once.
+
+    Columns: rank, comm_s, hidden_s, exposed_s, other_s (comm_s = hidden + exposed + other), work_s
+    (all the rank's work in the run) and hidden_frac. `groups` / `kinds` choose the collectives
+    (e.g. groups=["sync"] for the sync group alone).
+    """
+    r = as_run(run)
+    group_set = None if groups is None else set(groups)
+    evs = [e for e in event_rows(r, steps, ranks, kinds)
+           if is_comm(e["kind"], e.get("group")) and (group_set is None or e.get("group") in group_set)]
+    tot = r.overlap.rank_totals(evs)
+    rows = [{"rank": k, **v, "work_s": r.overlap.work_s(k)} for k, v in sorted(tot.items())]
+    cols = ["rank", "comm_s", "hidden_s", "exposed_s", "other_s", "work_s"]
+    df = pd.DataFrame(rows, columns=cols)
+    df["hidden_frac"] = (df["hidden_s"] / df["comm_s"]).where(df["comm_s"] > 0, 0.0)
+    return df
+
+
+def comm_totals(run: RunLike, steps: StepRange = None, ranks: Iterable[int] | None = None,
+                groups: Iterable[str] | None = None, kinds: Iterable[str] | None = None) -> dict[str, float]:
+    """`comm_by_rank` summed over ranks (rank-seconds): total_s (with communication in flight),
+    hidden_s, exposed_s, other_s. No instant of any rank is counted twice."""
+    df = comm_by_rank(run, steps, ranks, groups, kinds)
+    return {"total_s": float(df["comm_s"].sum()), "hidden_s": float(df["hidden_s"].sum()),
+            "exposed_s": float(df["exposed_s"].sum()), "other_s": float(df["other_s"].sum())}
 
 
 # ---------------------------------------------------------------------------------------- metrics
@@ -217,12 +226,13 @@ def replica_table(run: RunLike, from_step: int = 0) -> pd.DataFrame:
     straggle: dict[int, list[float]] = {}
     per_rank_blocked: dict[int, float] = {rank: 0.0 for rank in range(cfg.world_size)}
     per_rank_straggle: dict[int, float] = {rank: 0.0 for rank in range(cfg.world_size)}
-    for e in r.events:
-        if not from_step <= e["step"] < cfg.steps:
-            continue  # warm-up, or the final sync and eval after training
-        if e.get("group") in ("sync", "world") and e["kind"] != "wait":
-            per_rank_blocked[e["rank"]] += split_exposed(e)[0]
-        elif e["kind"] == "straggle":
+    # warm-up, and the final sync and eval after training, are left out
+    training = [e for e in r.events if from_step <= e["step"] < cfg.steps]
+    cross = [e for e in training if e.get("group") in ("sync", "world") and is_comm(e["kind"], e.get("group"))]
+    for rank, tot in r.overlap.rank_totals(cross).items():
+        per_rank_blocked[rank] = tot["exposed_s"]
+    for e in training:
+        if e["kind"] == "straggle":
             per_rank_straggle[e["rank"]] += e["t1"] - e["t0"]
     for rank in range(cfg.world_size):
         blocked.setdefault(rank // cfg.shards, []).append(per_rank_blocked[rank])
@@ -363,6 +373,7 @@ def compare(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None = No
             "efficiency": (s.get("tokens_per_s") or 0.0) / cap if cap > 0 else float("nan"),
             "final_train_loss": s.get("final_train_loss"), "final_val_loss": s.get("final_val_loss"),
             "comm_s": comm["total_s"], "hidden_s": comm["hidden_s"], "exposed_s": comm["exposed_s"],
+            "other_s": comm["other_s"],
             "sync_bytes_rank0": sync_bytes, "syncs": sum(1 for x in r.syncs if x.get("kind") == "sync"),
             "path": str(r.path),
         })

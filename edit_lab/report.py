@@ -70,9 +70,10 @@ def build_report(run: Run) -> str:
         ("throughput", f"{_fmt(tps, '.0f')} tokens/s, capacity bound {_fmt(cap, '.0f')} tokens/s "
                        f"({_fmt(100 * tps / cap if cap else 0, '.0f')}%)"),
         ("final loss", f"train {_fmt(s.get('final_train_loss'))}, validation {_fmt(s.get('final_val_loss'))}"),
-        ("communication (all ranks, training steps)",
-         f"{_fmt(comm['total_s'], '.3f')} s, hidden under compute {_fmt(comm['hidden_s'], '.3f')} s "
-         f"({hidden_pct:.0f}%), exposed {_fmt(comm['exposed_s'], '.3f')} s"),
+        ("communication in flight (rank-seconds, training steps, each instant once)",
+         f"{_fmt(comm['total_s'], '.3f')} s: hidden under the rank's own compute {_fmt(comm['hidden_s'], '.3f')} s "
+         f"({hidden_pct:.0f}%), exposed (the rank waited on it) {_fmt(comm['exposed_s'], '.3f')} s, "
+         f"in flight while the rank waited on another collective {_fmt(comm['other_s'], '.3f')} s"),
         ("syncs", sum(1 for x in run.syncs if x.get("kind") == "sync")),
     ]
     window = sync_window(run)
@@ -92,7 +93,9 @@ def build_report(run: Run) -> str:
         "<h2>Key numbers</h2>", _table(key),
         "<h2>Configuration (fields that differ from the defaults)</h2>", _table(_config_rows(cfg)),
         "<h2>Per replica</h2>", _df_html(replica_table(run)),
-        "<h2>Communication by kind (all ranks, training steps)</h2>", _df_html(kinds),
+        "<h2>Communication by kind (all ranks, training steps)</h2>",
+        "<p class='note'>each collective's own split: two collectives in flight together both count an "
+        "instant they share</p>", _df_html(kinds),
     ]
     for i, (heading, fig) in enumerate(figs):
         body.append(f"<h2>{html.escape(heading)}</h2>")

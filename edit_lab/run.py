@@ -13,6 +13,7 @@ from typing import Any
 
 from .config import RunConfig
 from .events import read_jsonl
+from .overlap import Overlap
 
 
 class Run:
@@ -46,6 +47,11 @@ class Run:
         for rank in range(self.config.world_size):
             out.extend(read_jsonl(self.path / f"events-rank{rank}.jsonl"))
         return out
+
+    @cached_property
+    def overlap(self) -> Overlap:
+        """Hidden / exposed / other of every collective of the run (overlap.py's one definition)."""
+        return Overlap(self.events)
 
     @cached_property
     def penalty(self) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ import torch.distributed as dist
 
 from .config import RunConfig
 from .events import write_jsonl
+from .overlap import Overlap, is_comm
 from .trace import chrome_trace
 
 if TYPE_CHECKING:
@@ -44,7 +45,10 @@ def memory_report(trainer: "Trainer") -> dict[str, int]:
                 opt_bytes += v.numel() * v.element_size()
     method = trainer.method.extra_state_numel() * 4
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    out = {"params": params, "optimizer": opt_bytes, "method_state": method, "peak_rss": peak_rss}
+    # full parameters the shard group gathered, the most alive at once in a training step (not stacked
+    # with the rest by a sum over time: it is a peak, reached inside the forward/backward)
+    out = {"params": params, "optimizer": opt_bytes, "method_state": method,
+           "gathered_peak": engine.peak_gathered_bytes, "peak_rss": peak_rss}
     if trainer.device.type == "cuda":
         out["peak_cuda"] = int(torch.cuda.max_memory_allocated())
     return out
@@ -124,14 +128,16 @@ def summarize(cfg: RunConfig, ranks: list[dict[str, Any]], metrics: list[dict[st
         mine = [m for m in train if m["replica"] == r]
         tokens = sum(m["tokens"] for m in mine)
         end = max((m["t"] for m in mine), default=0.0)
-        # time the replica was blocked by cross-replica communication (its shard-0 rank speaks for it)
-        blocked = [e for rk in ranks for e in rk["events"] if e["replica"] == r and e["shard"] == 0
-                   and e["group"] == "sync" and e["kind"] != "wait"]
+        # time the replica waited on cross-replica communication (its shard-0 rank speaks for it);
+        # overlap.py's "exposed", each instant once
+        mine_ev = [e for rk in ranks for e in rk["events"] if e["replica"] == r and e["shard"] == 0]
+        sync_comm = [e for e in mine_ev if e["group"] == "sync" and is_comm(e["kind"], e["group"])]
+        blocked = Overlap(mine_ev).rank_totals(sync_comm)
         per_replica[r] = {
             "tokens": tokens,
             "steps": len(mine),
             "tokens_per_s": tokens / end if end > 0 else 0.0,
-            "sync_wait_s": sum(e["data"].get("exposed", 0.0) for e in blocked),
+            "sync_wait_s": sum(v["exposed_s"] for v in blocked.values()),
             "final_train_loss": mine[-1]["loss"] if mine else None,
         }
     total_tokens = sum(v["tokens"] for v in per_replica.values())

@@ -22,6 +22,7 @@ KIND_COLORS: dict[str, str] = {
     "wait": "#D62728",
     # shard group (inside a replica, fast links)
     "all_gather": "#FF7F0E",
+    "all_gather_bwd": "#D95F02",  # the backward re-gather (reshard_after_forward)
     "reduce_scatter": "#FDAE6B",
     "grad_norm": "#E6A23C",
     "sync_norms": "#FDD0A2",
@@ -37,8 +38,10 @@ KIND_COLORS: dict[str, str] = {
     "all_reduce": "#A1A1A1",
 }
 
-#: The colour of exposed communication: time a rank was blocked by a collective (not hidden).
+#: The colour of exposed communication: time a rank waited on this very collective (overlap.py).
 EXPOSED = "#D62728"
+#: In flight while the rank waited on another collective: neither hidden nor this one's wait.
+BLOCKED_OTHER = "#555555"
 #: Communication that was hidden under compute is drawn in its kind's colour without hatching.
 
 #: Plain-words names for legends; unknown kinds keep their own name.
@@ -51,6 +54,7 @@ KIND_LABELS: dict[str, str] = {
     "straggle": "straggler pause (simulated)",
     "wait": "waiting for an async collective",
     "all_gather": "all-gather (shard group)",
+    "all_gather_bwd": "all-gather in the backward (shard group, resharded)",
     "reduce_scatter": "reduce-scatter (shard group)",
     "grad_norm": "gradient norm (shard group)",
     "sync_norms": "sync: pseudo-gradient norms",

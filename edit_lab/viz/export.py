@@ -74,7 +74,7 @@ def write_html(figs: go.Figure | Sequence[go.Figure], path: str | Path, title: s
 def trace_dict(run: RunLike, steps: StepRange = None) -> dict[str, Any]:
     """The Chrome / Perfetto trace of `run` (optionally only some steps): {"traceEvents": [...], ...}."""
     r = as_run(run)
-    return chrome_trace(event_rows(r, steps), r.config)
+    return chrome_trace(event_rows(r, steps), r.config, r.overlap)
 
 
 def write_trace(run: RunLike, path: str | Path | None = None, steps: StepRange = None) -> Path:

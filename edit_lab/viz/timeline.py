@@ -7,9 +7,10 @@ Each rank gets one lane (ranks grouped by replica), and each lane three rows:
 - **shard comm**: shard-group collectives in flight (all-gather, reduce-scatter, norms), issue to completion;
 - **sync comm**: sync-group collectives in flight (gradient all-reduce, EDiT's sync, averaging).
 
-A collective bar is drawn in its kind's colour; the part of it during which the rank was blocked
-(*exposed*) is hatched red on top. An un-hatched stretch is communication that travelled while
-the rank computed: what prefetch hides. With prefetch on, EDiT's sync bars start one unit early,
+A collective bar is drawn in its kind's colour and cut in three by `overlap.py`'s one definition:
+the part during which the rank waited on it (*exposed*) is hatched red; the part during which the
+rank waited on *another* collective is hatched grey; the un-hatched rest travelled while the rank
+computed (*hidden*: what prefetch is for). With prefetch on, EDiT's sync bars start one unit early,
 run under the previous unit's compute and carry only a thin red end; without it they are hatched
 from end to end and the compute row has a gap above them.
 
@@ -24,8 +25,9 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from ..analysis import RunLike, StepRange, as_run, event_rows, is_comm, run_label, split_exposed
-from .colors import EXPOSED, kind_color, kind_label, kind_sort_key, rgba
+from ..analysis import RunLike, StepRange, as_run, event_rows, is_comm, run_label
+from ..overlap import LEGEND, Overlap, Split
+from .colors import BLOCKED_OTHER, EXPOSED, kind_color, kind_label, kind_sort_key, rgba
 
 #: Row offsets inside a lane (the y axis is reversed, so compute is on top).
 ROWS = {"compute": -0.3, "shard": 0.0, "sync": 0.3}
@@ -87,12 +89,13 @@ def fmt_bytes(n: int) -> str:
     return f"{n} B"
 
 
-def _extra(ev: dict[str, Any]) -> str:
+def _extra(ev: dict[str, Any], ov: Overlap) -> str:
     data = ev.get("data") or {}
     if is_comm(ev["kind"], ev.get("group")):
-        exposed, hidden = split_exposed(ev)
+        sp = ov.split(ev)
         how = "async, waited for later" if data.get("overlapped") else "blocking"
-        return f"{ev['group']} group, {how}: exposed {exposed * 1e3:.2f} ms, hidden {hidden * 1e3:.2f} ms"
+        return (f"{ev['group']} group, {how}: hidden {sp.hidden * 1e3:.2f} ms, exposed {sp.exposed * 1e3:.2f} ms, "
+                f"other {sp.other * 1e3:.2f} ms")
     if ev["kind"] == "wait":
         return f"blocked on {data.get('on', '?')} ({ev.get('group')} group)"
     if ev["kind"] == "straggle":
@@ -138,10 +141,12 @@ def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] 
     not a step number). `time=(t0, t1)` shows a window of seconds directly.
 
     `fig.layout.meta` holds what the figure shows, for tests and widgets: lanes {rank: y}, steps, time
-    window, the communication totals (total, hidden, exposed seconds; also per kind) and bar counts.
+    window, the communication totals (`comm`: per rank, each instant once, summed over the shown
+    ranks; `comm_by_kind`: each collective's own split, summed) and bar counts.
     """
     r = as_run(run)
     cfg = r.config
+    ov = r.overlap
     all_ranks = [(k, k // cfg.shards, k % cfg.shards) for k in range(cfg.world_size)]
     chosen = None if ranks is None else {int(k) for k in ranks}
     align = align or ("time" if cfg.method == "aedit" else "step")
@@ -182,36 +187,42 @@ def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] 
                         pattern=dict(shape=".", fgcolor="#FFFFFF") if kind == "straggle" else None),
             customdata=[[kind_label(kind), unit_label(e), e["step"], e["rank"], e["replica"], e["shard"],
                          f"{e['t0']:.4f}", f"{(e['t1'] - e['t0']) * 1e3:.3f}", fmt_bytes(e.get("bytes", 0)),
-                         _extra(e)] for e in evs],
+                         _extra(e, ov)] for e in evs],
             hovertemplate=_hover(),
         ))
 
-    exposed_evs = [(e, split_exposed(e)[0]) for e in events if is_comm(e["kind"], e.get("group"))]
-    exposed_evs = [(e, x) for e, x in exposed_evs if x > 0]
-    if show_exposed and exposed_evs:
-        places = [bar_place(e, lanes) for e, _ in exposed_evs]
-        fig.add_trace(go.Bar(
-            orientation="h", base=[e["t1"] - x for e, x in exposed_evs], x=[x for _, x in exposed_evs],
-            y=[p[0] for p in places], width=[p[1] for p in places],
-            name="exposed: rank blocked (not hidden)", legendgroup="exposed", meta={"role": "exposed"},
-            marker=dict(color=rgba(EXPOSED, 0.25), line=dict(color=EXPOSED, width=1),
-                        pattern=dict(shape="/", fgcolor=EXPOSED, size=6)),
-            customdata=[[f"exposed part of {kind_label(e['kind'])}", unit_label(e), e["step"], e["rank"],
-                         e["replica"], e["shard"], f"{e['t1'] - x:.4f}", f"{x * 1e3:.3f}",
-                         fmt_bytes(e.get("bytes", 0)), _extra(e)] for e, x in exposed_evs],
-            hovertemplate=_hover(),
-        ))
+    comm = [e for e in events if is_comm(e["kind"], e.get("group"))]
+    n_pieces = {"exposed": 0, "other": 0}
+    if show_exposed:
+        for part, color, shape in (("exposed", EXPOSED, "/"), ("other", BLOCKED_OTHER, "\\")):
+            pieces = [(e, iv) for e in comm for iv in getattr(ov.split(e), f"{part}_at")]
+            n_pieces[part] = len(pieces)
+            if not pieces:
+                continue
+            places = [bar_place(e, lanes) for e, _ in pieces]
+            fig.add_trace(go.Bar(
+                orientation="h", base=[a for _, (a, b) in pieces], x=[b - a for _, (a, b) in pieces],
+                y=[p[0] for p in places], width=[p[1] for p in places],
+                name=LEGEND[part], legendgroup=part, meta={"role": part},
+                marker=dict(color=rgba(color, 0.25), line=dict(color=color, width=1),
+                            pattern=dict(shape=shape, fgcolor=color, size=6)),
+                customdata=[[f"{part} part of {kind_label(e['kind'])}", unit_label(e), e["step"], e["rank"],
+                             e["replica"], e["shard"], f"{a:.4f}", f"{(b - a) * 1e3:.3f}",
+                             fmt_bytes(e.get("bytes", 0)), _extra(e, ov)] for e, (a, b) in pieces],
+                hovertemplate=_hover(),
+            ))
 
-    totals = {"total_s": 0.0, "hidden_s": 0.0, "exposed_s": 0.0}
+    per_rank = ov.rank_totals(comm)
+    totals = {k: sum(v[k] for v in per_rank.values()) for k in ("hidden_s", "exposed_s", "other_s")}
+    totals["total_s"] = sum(v["comm_s"] for v in per_rank.values())
     per_kind: dict[str, dict[str, float]] = {}
-    for e in events:
-        if is_comm(e["kind"], e.get("group")):
-            ex, hi = split_exposed(e)
-            k = per_kind.setdefault(e["kind"], {"total_s": 0.0, "hidden_s": 0.0, "exposed_s": 0.0})
-            for d in (totals, k):
-                d["total_s"] += max(e["t1"] - e["t0"], 0.0)
-                d["exposed_s"] += ex
-                d["hidden_s"] += hi
+    for e in comm:
+        sp: Split = ov.split(e)
+        k = per_kind.setdefault(e["kind"], {"total_s": 0.0, "hidden_s": 0.0, "exposed_s": 0.0, "other_s": 0.0})
+        k["total_s"] += sp.duration
+        k["hidden_s"] += sp.hidden
+        k["exposed_s"] += sp.exposed
+        k["other_s"] += sp.other
 
     if time is not None:
         span = f"{time[0]:.3f}–{time[1]:.3f} s"
@@ -226,7 +237,7 @@ def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] 
     fig.update_layout(meta={"lanes": {str(k): v for k, v in lanes.items()}, "steps": list(rng) if rng else None,
                             "align": align, "time": list(window) if window else None,
                             "comm": totals, "comm_by_kind": per_kind, "counts": counts,
-                            "exposed_bars": len(exposed_evs) if show_exposed else 0})
+                            "exposed_bars": n_pieces["exposed"], "other_bars": n_pieces["other"]})
     return fig
 
 
@@ -268,10 +279,11 @@ def _decorate(fig: go.Figure, r: Any, lanes: dict[int, float], events: list[dict
                                           font=dict(size=10), textangle=0), annotation_position="top right")
     hidden_pct = 100 * totals["hidden_s"] / totals["total_s"] if totals["total_s"] > 0 else 0.0
     head = title or f"Timeline of {run_label(r)}, {span}"
-    sub = (f"communication {totals['total_s'] * 1e3:.1f} ms (summed over ranks): hidden under compute "
-           f"{totals['hidden_s'] * 1e3:.1f} ms ({hidden_pct:.0f}%), exposed {totals['exposed_s'] * 1e3:.1f} ms "
-           f"(hatched red)<br>comm rows: each collective from issue to completion, consecutive units staggered; "
-           f"un-hatched = travelled while the rank computed (what prefetch hides)")
+    sub = (f"time with communication in flight {totals['total_s'] * 1e3:.1f} ms (summed over ranks): "
+           f"hidden under compute {totals['hidden_s'] * 1e3:.1f} ms ({hidden_pct:.0f}%), "
+           f"exposed {totals['exposed_s'] * 1e3:.1f} ms (red hatch), "
+           f"waiting on another collective {totals['other_s'] * 1e3:.1f} ms (grey hatch)"
+           f"<br>un-hatched = in flight while the same rank computed; a wait on one collective hides no other")
     height = max(160 + 95 * len(lanes) + 40 * len(reps), 200 + 21 * len(fig.data))  # room for the legend
     fig.update_layout(
         title=dict(text=f"{head}<br><sup>{sub}</sup>"),

@@ -74,15 +74,18 @@ def test_exposed_overlay_and_hidden_plus_exposed(fake):
     comm = [e for e in fake.events if A.is_comm(e["kind"], e["group"])]
     ex = _exposed_trace(fig)
     assert len(ex.x) == len(comm) == fig.layout.meta["exposed_bars"]  # every collective here has exposed > 0
-    assert sum(ex.x) == pytest.approx(sum(A.split_exposed(e)[0] for e in comm))
-    # the overlay ends where the collective ended
+    assert sum(ex.x) == pytest.approx(sum(fake.overlap.split(e).exposed for e in comm))
+    # the overlay ends where the collective ended (every wait here ends at its collective's end)
     assert sorted(b + x for b, x in zip(ex.base, ex.x)) == pytest.approx(sorted(e["t1"] for e in comm))
+    other = [t for t in fig.data if t.meta and t.meta.get("role") == "other"][0]
+    assert sum(other.x) == pytest.approx(sum(fake.overlap.split(e).other for e in comm))
+    assert "another collective" in other.name
     c = fig.layout.meta["comm"]
-    assert c["hidden_s"] + c["exposed_s"] == pytest.approx(c["total_s"])
+    assert c["hidden_s"] + c["exposed_s"] + c["other_s"] == pytest.approx(c["total_s"])
     assert c["total_s"] == pytest.approx(sum(e["t1"] - e["t0"] for e in comm))
     by_kind = fig.layout.meta["comm_by_kind"]
     n_rs = sum(1 for e in comm if e["kind"] == "reduce_scatter")
-    assert by_kind["reduce_scatter"]["hidden_s"] == pytest.approx(n_rs * (F.RS - F.RS_EXP))
+    assert by_kind["reduce_scatter"]["hidden_s"] == pytest.approx(n_rs * F.BWD)
     assert by_kind["all_gather"]["hidden_s"] == pytest.approx(0.0, abs=1e-12)
     assert sum(k["total_s"] for k in by_kind.values()) == pytest.approx(c["total_s"])
     assert "hidden under compute" in fig.layout.title.text
@@ -138,7 +141,8 @@ def test_hover_has_unit_step_bytes_duration(fake):
     for key in ("unit", "step", "duration", "ms"):
         assert key in ag.hovertemplate
     rs = _event_traces(fig)["reduce_scatter"]
-    assert "async" in rs.customdata[0][9] and "hidden 15.00 ms" in rs.customdata[0][9]
+    assert "async" in rs.customdata[0][9] and "hidden 5.00 ms" in rs.customdata[0][9]
+    assert "other 10.00 ms" in rs.customdata[0][9]
     fwd = _event_traces(fig)["compute_fwd"]
     assert {c[1] for c in fwd.customdata} == {"0 (root: embed)", "1 (block 0)", "2 (block 1)"}
 
