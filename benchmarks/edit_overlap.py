@@ -29,7 +29,12 @@ on the tiny model over 2 × 2 ranks (no simulated link: this is about what the m
 Target: edit within 5% of sync.
 
     python benchmarks/edit_overlap.py [--part overlap|loss] [--model small] [--mesh 1x2] [--steps 44]
-                                      [--seq-len 128] [--batch-size 32] [--loss-steps 600]
+                                      [--seq-len 128] [--batch-size 32] [--loss-steps 600] [--link-ratio 1]
+
+`--model deep` (small's blocks, 12 of them) is the regime layer-wise sync is built for: only unit 0
+(embeddings + head) and unit 1 (the first block, behind which only the embedding lookup runs) have
+no compute to hide behind, a smaller share of a deeper model. The script prints each unit's
+hidden and exposed time and writes the timeline of the first sync step next to the runs.
 """
 
 from __future__ import annotations
@@ -44,8 +49,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from edit_lab import RunConfig, launch  # noqa: E402
-from edit_lab.analysis import comm_totals  # noqa: E402
+from edit_lab.analysis import comm_totals, events_table, sync_window  # noqa: E402
 from edit_lab.model import get_size  # noqa: E402
+from edit_lab.viz import timeline_figure  # noqa: E402
 
 
 class Row(NamedTuple):
@@ -117,6 +123,8 @@ def main() -> int:
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--batch-size", type=int, default=32, help="sequences per rank per step")
     ap.add_argument("--loss-steps", type=int, default=600)
+    ap.add_argument("--link-ratio", type=float, default=1.0,
+                    help="one block's sync over the simulated link takes this many times one block's forward")
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench-edit"))
     ap.add_argument("--part", choices=("all", "overlap", "loss"), default="all")
     a = ap.parse_args()
@@ -129,19 +137,31 @@ def main() -> int:
     if a.part in ("all", "loss"):
         loss(a)
     print(f"\ncommand: python benchmarks/edit_overlap.py --part {a.part} --model {a.model} --mesh {a.mesh} "
-          f"--steps {a.steps} --seq-len {a.seq_len} --batch-size {a.batch_size} --loss-steps {a.loss_steps}")
+          f"--steps {a.steps} --seq-len {a.seq_len} --batch-size {a.batch_size} --loss-steps {a.loss_steps} "
+          f"--link-ratio {a.link_ratio:g}")
     return 0
+
+
+def unit_exposure(run, steps: int) -> str:
+    """Per unit, medians over the training syncs on rank 0: link-free duration, hidden and exposed ms."""
+    ev = events_table(run, steps=(0, steps - 1), ranks=[0], kinds=["sync_reduce"])
+    g = ev.groupby("unit")[["duration", "hidden", "exposed", "other"]].median() * 1e3
+    lines = ["| unit | in flight (ms) | hidden (ms) | exposed (ms) | other (ms) |", "|---:|---:|---:|---:|---:|"]
+    lines += [f"| {u} | {r.duration:.1f} | {r.hidden:.1f} | {r.exposed:.1f} | {r.other:.1f} |" for u, r in g.iterrows()]
+    return "\n".join(lines)
 
 
 def overlap(base: RunConfig, a: argparse.Namespace) -> None:
     """Part 1: sync step / local step for edit with and without prefetch, and diloco, over one link."""
     fwd, real, block_bytes = calibrate(base, f"{a.out}/calibrate")
-    link_s = max(fwd - real, 0.25 * fwd)  # the simulated part of one block's sync: real + simulated ≈ F
+    # the simulated part of one block's sync, so that real + simulated ≈ link_ratio · F
+    link_s = max(a.link_ratio * fwd - real, 0.25 * a.link_ratio * fwd)
     latency_ms = 0.2 * link_s * 1e3
     bandwidth = block_bytes / (0.8 * link_s) / 1e6
     print(f"# calibration: one block's forward F = {1e3 * fwd:.2f} ms; its shard {block_bytes / 1e3:.1f} kB takes "
           f"R = {1e3 * real:.2f} ms on the loopback network -> link latency {latency_ms:.2f} ms, bandwidth "
-          f"{bandwidth:.1f} MB/s, so that one block's sync takes about R + {1e3 * link_s:.2f} ms ≈ F\n")
+          f"{bandwidth:.1f} MB/s, so that one block's sync takes about R + {1e3 * link_s:.2f} ms "
+          f"≈ {a.link_ratio:g}·F\n")
     link = dict(link_latency_ms=latency_ms, link_bandwidth_mbps=bandwidth)
     cases = [("edit, prefetch on", dict(method="edit", prefetch=True)),
              ("edit, prefetch off", dict(method="edit", prefetch=False)),
@@ -158,6 +178,10 @@ def overlap(base: RunConfig, a: argparse.Namespace) -> None:
         # which the same rank computed (each instant once), over the training steps
         sync = comm_totals(run, steps=(0, a.steps - 1), groups=["sync"])
         hidden = sync["hidden_s"] / sync["total_s"] if sync["total_s"] > 0 else 0.0
+        if label == "edit, prefetch on":
+            edit_units = unit_exposure(run, a.steps)
+            fig_path = Path(a.out) / "edit-prefetch-timeline.html"
+            timeline_figure(run, steps=sync_window(run)).write_html(fig_path, include_plotlyjs="cdn")
         rows.append(Row(label, statistics.median(synced), statistics.median(local),
                         statistics.median(t / loc for t, loc in pairs), statistics.median(t - loc for t, loc in pairs),
                         hidden, statistics.median(t - loc for t, loc in slowest)))
@@ -167,6 +191,8 @@ def overlap(base: RunConfig, a: argparse.Namespace) -> None:
     for r in rows:
         print(f"| {r.label} | {1e3 * r.sync_s:.1f} | {1e3 * r.local_s:.1f} | {r.ratio:.2f}× | {1e3 * r.extra_s:.1f} | "
               f"{r.hidden:.0%} | {1e3 * r.extra_slowest_s:.1f} |")
+    print(f"\nedit with prefetch, per unit at a sync (rank 0, medians; unit 0 = embeddings + head):\n{edit_units}")
+    print(f"timeline of its first sync step: {fig_path}")
     edit, diloco = rows[0], rows[-1]
     print(f"\nEDiT with prefetch: {edit.ratio:.2f}× (target ≤ 1.05×), {edit.hidden:.0%} of its sync-group "
           f"communication hidden (target ≥ 80%); its extra time is {edit.extra_s / diloco.extra_s:.0%} of "

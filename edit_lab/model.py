@@ -93,6 +93,9 @@ SIZES: dict[str, ModelSize] = {
         ModelSize("nano", dim=32, n_layers=2, n_heads=2, ffn_hidden=88, max_seq_len=64),
         ModelSize("tiny", dim=64, n_layers=4, n_heads=4, ffn_hidden=172, max_seq_len=128),
         ModelSize("small", dim=256, n_layers=6, n_heads=8, ffn_hidden=688, max_seq_len=256),
+        # small's blocks, twice as many: the regime layer-wise sync is built for (only the first two
+        # units' syncs have no compute to hide behind, a smaller share of a deeper model)
+        ModelSize("deep", dim=256, n_layers=12, n_heads=8, ffn_hidden=688, max_seq_len=256),
         ModelSize("base100m", dim=768, n_layers=12, n_heads=12, ffn_hidden=2560, max_seq_len=1024),
     )
 }

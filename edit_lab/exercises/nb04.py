@@ -42,7 +42,9 @@ def check_unhidden_unit(answer: Any) -> bool:
         f"compute. The forward starts with unit 0 (the root unit: embeddings, final norm, head), and nothing "
         f"runs before it in the step, so its whole transfer is exposed.")
     return correct("Correct: unit 0. It is the first unit of the forward pass, so there is no compute to hide "
-                   "its transfer behind; every later unit's transfer starts under the previous unit's compute.")
+                   "its transfer behind. (Unit 1 fares little better on a real model: its transfer queues "
+                   "behind unit 0's on the link, and only the embedding lookup, a table read, runs before it. "
+                   "From unit 2 on, each transfer travels under the previous block's forward.)")
 
 
 def check_transfer_ms(answer: Any, nbytes: int = 99_072, latency_ms: float = 2.0,

@@ -23,7 +23,7 @@ from edit_lab.model import (
 )
 
 # Values written in the model's docstring; a change of sizes must update both.
-EXPECTED_PARAMS = {"nano": 41_632, "tiny": 230_976, "small": 4_877_568, "base100m": 99_502_848}
+EXPECTED_PARAMS = {"nano": 41_632, "tiny": 230_976, "small": 4_877_568, "deep": 4_877_568 + 6 * 791_040, "base100m": 99_502_848}
 
 
 @pytest.fixture(scope="module")
