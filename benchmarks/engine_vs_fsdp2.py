@@ -1,8 +1,16 @@
-"""Is our sharded engine as fast as PyTorch's own FSDP2? Step time of `sync` vs FSDP2 HSDP, in one run.
+"""Is our sharded engine as fast as PyTorch's own FSDP2? Step time of `sync` vs FSDP2 HSDP, like with like.
 
 Both train the same model on the same 2×2 mesh (2 shards × 2 replicas, gloo, one thread per
 rank), the same data and seeds, the same AdamW and gradient clipping; they match each other to
 float tolerance (tests/distributed/test_engine.py), so the only difference left is the machinery.
+
+Two settings, each compared with its FSDP2 counterpart:
+
+- **re-gather** — ours with `reshard_after_forward=True` (blocks freed after their forward and
+  all-gathered again in the backward, prefetched one block ahead) against FSDP2's default
+  (`fully_shard(block)`, which does the same);
+- **keep** — ours with `reshard_after_forward=False` against `fully_shard(block,
+  reshard_after_forward=False)`: no backward all-gather in either, the whole model gathered at the peak.
 
 - ours:  `launch(RunConfig(method="sync", ...))`; a step's time is the `dt` of the metrics rows
   (begin of the step to the end of the optimizer step), the slower replica's per step;
@@ -10,12 +18,13 @@ float tolerance (tests/distributed/test_engine.py), so the only difference left 
   replica × shard device mesh; a step's time is the slowest rank's, measured the same way.
 
 The first `--warmup` steps (allocator, gloo connections, first-call costs) are left out; the
-table reports the median of the remaining steps and the ratio ours / FSDP2 (target: ≤ 1.0 on CPU).
-With `--repeats N` the two engines run alternately N times each and the medians pool every
-repeat's steps: on a machine with other work running, a slow minute then hits both engines rather
-than one (the per-repeat ratios are printed too, to show how noisy the machine was).
+table reports the median of the remaining steps and the ratio ours / FSDP2 per setting (target:
+≤ 1.0 on CPU in each). With `--repeats N` the engines run alternately N times each and the medians
+pool every repeat's steps: on a machine with other work running, a slow minute then hits every
+engine rather than one (the per-repeat ratios are printed too, to show how noisy the machine was).
 
     python benchmarks/engine_vs_fsdp2.py [--steps 40] [--model tiny] [--warmup 5] [--repeats 2]
+                                         [--settings regather keep]
 """
 
 from __future__ import annotations
@@ -51,17 +60,24 @@ def median_ms(times: list[float]) -> float:
     return 1e3 * statistics.median(times)
 
 
-def table(ours: list[float], ref: list[float], ratios: list[float], steps: int, warmup: int) -> str:
-    ours_ms, ref_ms = median_ms(ours), median_ms(ref)
+SETTINGS = {  # name: (reshard_after_forward, row label)
+    "regather": (True, "re-gather in the backward (`reshard_after_forward=True`; FSDP2's default)"),
+    "keep": (False, "keep gathered until the backward (`reshard_after_forward=False` in both)"),
+}
+
+
+def table(results: dict[str, tuple[list[float], list[float], list[float]]], steps: int, warmup: int) -> str:
+    """`results[setting] = (our step times, FSDP2's, per-repeat ratios)` as one markdown table."""
+    repeats = max(len(r[2]) for r in results.values())
     rows = [
-        f"| engine (2×2, median of steps {warmup}..{steps - 1}, {len(ratios)} repeat(s)) | step time (ms) |",
-        "|---|---:|",
-        f"| ours (`sync`, ZeRO-3 units + gradient all-reduce) | {ours_ms:.1f} |",
-        f"| FSDP2 (`fully_shard`, HSDP) | {ref_ms:.1f} |",
-        f"| **ratio ours / FSDP2** | **{ours_ms / ref_ms:.2f}** |",
+        f"| setting (2×2, median of steps {warmup}..{steps - 1}, {repeats} repeat(s)) | ours (ms) | FSDP2 (ms) "
+        "| **ratio ours / FSDP2** | ratio per repeat |",
+        "|---|---:|---:|---:|---|",
     ]
-    if len(ratios) > 1:
-        rows.append(f"| ratio per repeat | {', '.join(f'{r:.2f}' for r in ratios)} |")
+    for name, (ours, ref, ratios) in results.items():
+        ours_ms, ref_ms = median_ms(ours), median_ms(ref)
+        rows.append(f"| {SETTINGS[name][1]} | {ours_ms:.1f} | {ref_ms:.1f} | **{ours_ms / ref_ms:.2f}** "
+                    f"| {', '.join(f'{r:.2f}' for r in ratios)} |")
     return "\n".join(rows)
 
 
@@ -70,12 +86,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--steps", type=int, default=40, help="training steps of each engine")
     ap.add_argument("--model", default="tiny", help="a model size of edit_lab.model.SIZES")
     ap.add_argument("--warmup", type=int, default=5, help="first steps left out of the median")
-    ap.add_argument("--repeats", type=int, default=2, help="run the two engines alternately this many times each")
+    ap.add_argument("--repeats", type=int, default=2, help="run the engines alternately this many times each")
+    ap.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS),
+                    help="regather: ours and FSDP2 re-gathering in the backward; keep: neither")
     ap.add_argument("--out", default=None, help="directory for both runs (default: a temporary one)")
     return ap.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> float:
+def main(argv: list[str] | None = None) -> dict[str, float]:
+    """Run the benchmark; returns the ratio ours / FSDP2 of each setting."""
     argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)
     print("$ python benchmarks/engine_vs_fsdp2.py " + " ".join(shlex.quote(a) for a in argv))
@@ -87,19 +106,20 @@ def main(argv: list[str] | None = None) -> float:
         print(f"{args.model} model, seq_len {cfg.seq_len}, batch {cfg.batch_size} per rank, {cfg.shards} shards × "
               f"{cfg.replicas} replicas, {args.steps} steps ({args.warmup} warm-up), {args.repeats} repeat(s)",
               flush=True)
-        ours: list[float] = []
-        ref: list[float] = []
-        ratios: list[float] = []
+        results: dict[str, tuple[list[float], list[float], list[float]]] = {n: ([], [], []) for n in args.settings}
         for i in range(args.repeats):
-            o = after_warmup(our_step_times(launch(cfg.replace(out=str(out / f"ours{i}")))), args.warmup)
-            f = after_warmup(fsdp2(cfg, out / f"fsdp2-{i}")["step_times"], args.warmup)
-            ratios.append(statistics.median(o) / statistics.median(f))
-            print(f"  repeat {i}: ours {median_ms(o):.1f} ms, FSDP2 {median_ms(f):.1f} ms", flush=True)
-            ours += o
-            ref += f
+            for name in args.settings:
+                c = cfg.replace(reshard_after_forward=SETTINGS[name][0])
+                o = after_warmup(our_step_times(launch(c.replace(out=str(out / f"ours-{name}-{i}")))), args.warmup)
+                f = after_warmup(fsdp2(c, out / f"fsdp2-{name}-{i}")["step_times"], args.warmup)
+                ours, ref, ratios = results[name]
+                ratios.append(statistics.median(o) / statistics.median(f))
+                print(f"  repeat {i}, {name}: ours {median_ms(o):.1f} ms, FSDP2 {median_ms(f):.1f} ms", flush=True)
+                ours += o
+                ref += f
     print()
-    print(table(ours, ref, ratios, args.steps, args.warmup))
-    return statistics.median(ours) / statistics.median(ref)
+    print(table(results, args.steps, args.warmup))
+    return {n: statistics.median(o) / statistics.median(f) for n, (o, f, _) in results.items()}
 
 
 if __name__ == "__main__":

@@ -95,6 +95,7 @@ class RunConfig:
     device: str = "auto"
     threads: int = 1  # torch threads per worker
     bf16: bool = False  # autocast compute to bfloat16 (GPUs); parameters and collectives stay float32
+    reshard_after_forward: bool = True  # as FSDP: free a block's gathered params after its forward, all-gather again in the backward
     timeout_s: float = 45.0  # a collective that waits longer ends the run (so a hung rank is found within a minute)
     # --- checkpoints ---
     checkpoint_every: int = 0  # in syncs; 0 disables
@@ -161,6 +162,8 @@ class RunConfig:
         choice("backend", BACKENDS)
         choice("device", DEVICES)
         choice("corrupt_mode", CORRUPT_MODES)
+        if not isinstance(self.reshard_after_forward, bool):
+            bad("reshard_after_forward", "true or false")
         if self.model not in SIZES:
             bad("model", "one of " + ", ".join(SIZES))
         for name in ("shards", "replicas", "steps", "seq_len", "batch_size", "sync_interval", "threads",

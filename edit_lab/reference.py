@@ -3,7 +3,10 @@
 - `single_process(cfg)`: one process, the full model, the global batch of every step (all ranks'
   micro-batches concatenated): what synchronous data parallel must equal, to float tolerance.
 - `fsdp2(cfg)`: PyTorch's own FSDP2 (`fully_shard` on a 2-D replica × shard mesh, i.e. HSDP) on the
-  same model, data and seeds, in as many processes as our run uses.
+  same model, data and seeds, in as many processes as our run uses. Each block is sharded with
+  `reshard_after_forward=cfg.reshard_after_forward` (FSDP2's default, True, re-gathers in the
+  backward; False keeps the gathered parameters), the root with FSDP2's own choice for a root (it
+  is never resharded), which is what our engine does in both settings.
 
 Both use the same data functions and the same inner optimizer and clipping as the engine.
 """
@@ -84,7 +87,7 @@ def _fsdp2_rank(cfg: RunConfig, rank: int, world: int, port: int, out: Path) -> 
     corpus = Corpus.from_bytes(load_corpus(cfg.data))
     model = build_model(cfg.model, cfg.seed)
     for block in model.blocks:
-        fully_shard(block, mesh=mesh)
+        fully_shard(block, mesh=mesh, reshard_after_forward=cfg.reshard_after_forward)
     fully_shard(model, mesh=mesh)
     opt = _optimizer(cfg, model.parameters())
     losses, times = [], []

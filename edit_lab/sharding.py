@@ -5,6 +5,29 @@ to a multiple of S; rank s of the shard group keeps slice s of it as its only tr
 (its *shard*). The forward all-gathers a unit right before computing it, the backward
 reduce-scatters the unit's gradient (the mean over the shard group) back to the shards.
 
+What happens to a block's gathered (full) parameters between its forward and its backward is the
+`reshard_after_forward` switch, named and defaulted as in FSDP:
+
+- **on (default, what FSDP does)**: right after a block's forward its full parameters are freed
+  (the buffer's storage is resized to 0; only the shard stays), and the backward all-gathers them
+  again right before that block's backward compute (`all_gather_bwd` in the timeline). Why FSDP
+  pays this second all-gather: without it, every unit's full parameters are alive from its forward
+  to its backward, so the peak holds the *whole* model unsharded — exactly what ZeRO-3 set out to
+  avoid. Re-gathering, only the root and one block (two while the next one is prefetched) are alive
+  at a time: the peak of gathered parameters is root + 2 blocks instead of root + L blocks, for one
+  more all-gather per block and step (about twice the shard group's all-gather traffic).
+  The backward prefetches like FSDP2: while block l's backward computes, block l−1's all-gather is
+  already in flight (issued just before block l's backward, waited for just before block l−1's);
+  the last block's is issued before `loss.backward()`, so it travels during the head's backward.
+  The root unit (embedding, final norm, head) is never resharded, as FSDP2 keeps the root: its
+  parameters are needed again at the very first moment of the backward (the head).
+  Nothing is recomputed: the activations autograd saved stay; what it saved of the parameters are
+  views of the freed buffer, which see the re-gathered values once the storage is filled again.
+- **off** (FSDP's `reshard_after_forward=False`): the full parameters stay from the forward to the
+  end of the backward; no all-gather in the backward, but the whole model is alive at the peak.
+
+Either way the arithmetic is the same, so the results are bit-for-bit equal.
+
 Why not FSDP2: EDiT's sync must slot in *right before each unit's all-gather*, prefetch must overlap
 the next unit's sync with this unit's compute, and every collective must be timed and delayable.
 Writing the sharding ourselves makes all three a one-line hook (`pre_unit`); FSDP2 is kept as the
@@ -62,7 +85,11 @@ class UnitLayout:
 
 
 class UnitHooks(Protocol):
-    def pre_unit(self, unit: int) -> None: ...
+    def pre_unit(self, unit: int) -> None:
+        """Runs right before unit `unit` is all-gathered (EDiT syncs the unit's shard here)."""
+
+    def may_gather_early(self, unit: int) -> bool:
+        """False while `pre_unit(unit)` may still change the unit's shard (its sync has not happened)."""
 
 
 class _GatherUnit(torch.autograd.Function):
@@ -70,26 +97,46 @@ class _GatherUnit(torch.autograd.Function):
 
     The backward returns no gradient to autograd: the reduce-scatter is still in flight when it
     returns, and `ShardedModel.finish_backward` writes each shard's `.grad` once it lands, which
-    lets the reduce-scatter of unit l overlap the backward compute of unit l-1.
+    lets the reduce-scatter of unit l overlap the backward compute of unit l-1. It runs once every
+    use of the unit's parameters has had its backward, so with resharding the re-gathered full
+    parameters are freed here again.
     """
 
     @staticmethod
     def forward(ctx, shard: torch.Tensor, engine: "ShardedModel", unit: int) -> torch.Tensor:  # type: ignore[override]
         ctx.engine, ctx.unit = engine, unit
-        return engine.gather(unit, shard)
+        full = engine.gather(unit, shard)
+        engine._hold(unit, full, shard.detach())
+        return full
 
     @staticmethod
     def backward(ctx, grad_full: torch.Tensor):  # type: ignore[override]
         ctx.engine._reduce_scatter_grad(ctx.unit, grad_full)
+        if ctx.engine._reshards(ctx.unit):
+            ctx.engine._free(ctx.unit)
         return None, None, None
+
+
+@dataclass
+class _Held:
+    """A unit's gathered full parameters during a training step: the buffer autograd's saved views
+    point into, and an alias of its storage to refill it through (with its own version counter, so
+    refilling does not look like an in-place change of a tensor autograd saved)."""
+
+    storage: Any  # torch.UntypedStorage
+    alias: torch.Tensor
+    shard: torch.Tensor
+    nbytes: int
 
 
 class ShardedModel:
     """A Llama whose parameters exist only as shards, one per unit, on this rank."""
 
-    def __init__(self, model: Llama, comm: Comm, device: torch.device | str = "cpu", bf16: bool = False) -> None:
+    def __init__(self, model: Llama, comm: Comm, device: torch.device | str = "cpu", bf16: bool = False,
+                 reshard_after_forward: bool = True) -> None:
         self.comm = comm
         self.bf16 = bf16  # autocast the compute to bfloat16; shards, gradients and collectives stay float32
+        self.reshard_after_forward = reshard_after_forward  # free a block's full params after its forward
         self.log: EventLog = comm.log
         self.S = comm.mesh.shards
         self.s = comm.mesh.shard
@@ -108,6 +155,11 @@ class ShardedModel:
         self.size = model.size
         self._rs_pending: list[tuple[int, Handle, torch.Tensor]] = []
         self._bwd_marks: list[tuple[str, Any]] = []
+        self._held: dict[int, _Held] = {}  # units gathered by this training step's forward
+        self._ag_pending: dict[int, Handle] = {}  # backward re-gathers in flight
+        self._fwd_pending: dict[int, tuple[Handle, torch.Tensor]] = {}  # forward all-gathers issued early
+        self.gathered_bytes = 0  # full-parameter bytes alive now (training forward/backward)
+        self.peak_gathered_bytes = 0  # the most ever alive at once
 
     # ------------------------------------------------------------------ facts
     def shard_numel(self) -> int:
@@ -121,16 +173,71 @@ class ShardedModel:
 
     # ------------------------------------------------------------------ collectives on units
     def gather(self, unit: int, shard: torch.Tensor) -> torch.Tensor:
+        """The unit's full parameters: the forward-prefetched all-gather if one is in flight, else a blocking one."""
+        ahead = self._fwd_pending.pop(unit, None)
+        if ahead is not None:
+            h, full = ahead
+            h.wait()
+            return full
         lay = self.layouts[unit]
         full = torch.empty(lay.padded, dtype=shard.dtype, device=shard.device)
         self.comm.all_gather(full, shard.detach(), group="shard", kind="all_gather", unit=unit)
         return full
+
+    def _gather_ahead(self, unit: int, shard: torch.Tensor) -> None:
+        """Forward prefetch, as FSDP2 does: issue unit's all-gather now, so it travels while the unit before
+        it computes. Only called once nothing can change the unit's shard before its turn (see forward)."""
+        lay = self.layouts[unit]
+        full = torch.empty(lay.padded, dtype=shard.dtype, device=shard.device)
+        h = self.comm.all_gather(full, shard.detach(), group="shard", kind="all_gather", unit=unit, async_op=True)
+        self._fwd_pending[unit] = (h, full)
+        self._count()
 
     def _reduce_scatter_grad(self, unit: int, grad_full: torch.Tensor) -> None:
         out = torch.empty(self.layouts[unit].shard_size, dtype=grad_full.dtype, device=grad_full.device)
         h = self.comm.reduce_scatter(out, grad_full.contiguous(), group="shard", kind="reduce_scatter",
                                      unit=unit, async_op=True)
         self._rs_pending.append((unit, h, out))
+
+    # ------------------------------------------------------------------ resharding
+    def _reshards(self, unit: int) -> bool:
+        """Is this unit freed after its forward and re-gathered in the backward? Blocks only, never the root."""
+        return self.reshard_after_forward and unit >= 1
+
+    def _count(self) -> None:
+        self.gathered_bytes = (sum(h.storage.nbytes() for h in self._held.values())
+                               + sum(full.untyped_storage().nbytes() for _, full in self._fwd_pending.values()))
+        self.peak_gathered_bytes = max(self.peak_gathered_bytes, self.gathered_bytes)
+
+    def _hold(self, unit: int, full: torch.Tensor, shard: torch.Tensor) -> None:
+        with torch.no_grad():
+            alias = torch.empty(0, dtype=full.dtype, device=full.device).set_(full.untyped_storage(), 0, full.shape)
+        self._held[unit] = _Held(full.untyped_storage(), alias, shard, full.untyped_storage().nbytes())
+        self._count()
+
+    def _free(self, unit: int) -> None:
+        """Drop a unit's full parameters, keeping the buffer (and autograd's views of it) to refill later."""
+        self._held[unit].storage.resize_(0)
+        self._count()
+
+    def _regather(self, unit: int) -> None:
+        """Issue (async) the backward all-gather of a freed unit, into its old buffer."""
+        if unit in self._ag_pending or unit not in self._held or self._held[unit].storage.nbytes() > 0:
+            return
+        held = self._held[unit]
+        held.storage.resize_(held.nbytes)
+        self._count()
+        self._ag_pending[unit] = self.comm.all_gather(held.alias, held.shard, group="shard", kind="all_gather_bwd",
+                                                      unit=unit, async_op=True)
+
+    def _before_unit_backward(self, unit: int) -> None:
+        """Right before a resharded unit's backward: its parameters back in place, the next one's on the way."""
+        self._regather(unit)  # a no-op if prefetched
+        h = self._ag_pending.pop(unit, None)
+        if h is not None:
+            h.wait()
+        if self._reshards(unit - 1):
+            self._regather(unit - 1)  # backward prefetch: travels while this unit's backward computes
 
     def _gathered(self, unit: int, shard: torch.Tensor, grad: bool) -> dict[str, torch.Tensor]:
         full = _GatherUnit.apply(shard, self, unit) if grad else self.gather(unit, shard)
@@ -142,6 +249,9 @@ class ShardedModel:
         """Mean cross-entropy of this rank's micro-batch, computing the model unit by unit.
 
         `hooks.pre_unit(l)` runs before unit l is all-gathered: that is where EDiT syncs unit l.
+        Unit l+1's all-gather is issued before unit l computes (forward prefetch) when
+        `hooks.may_gather_early(l+1)` says its shard is final, i.e. outside a sync: during EDiT's sync
+        a unit is gathered only after its own sync, which is what makes the gathered values fresh.
         """
         shards = self.shards if shards is None else shards
         log, clock = self.log, self.log.clock
@@ -149,29 +259,49 @@ class ShardedModel:
         root = self.units_modules[0]
         cos, sin = self.model.rope(tokens.shape[1], self.device)
         marks: list[tuple[str, Any]] = []
+        if grad:
+            self._held, self._ag_pending = {}, {}
+            self._count()
 
-        def mark_grad_ready(h: torch.Tensor, name: str) -> None:
-            """When the gradient reaches `h` (the input of unit j), unit j's backward is done."""
-            h.register_hook(lambda g: marks.append((name, log.mark())) or None)
+        may_early = getattr(hooks, "may_gather_early", None) if hooks is not None else (lambda unit: True)
+
+        def gather_next(unit: int) -> None:
+            if unit < self.n_units and may_early is not None and may_early(unit):
+                self._gather_ahead(unit, shards[unit])
+
+        def at_output(h: torch.Tensor, unit: int) -> None:
+            """When the gradient reaches `h` (the output of `unit`, the input of unit+1), unit+1's backward
+            is done ("in{unit+1}"); then `unit` is re-gathered if resharded, and its backward starts ("start{unit}")."""
+            def hook(g: torch.Tensor) -> None:
+                marks.append((f"in{unit + 1}", log.mark()))
+                if self._reshards(unit):
+                    self._before_unit_backward(unit)
+                marks.append((f"start{unit}", log.mark()))
+            h.register_hook(hook)
 
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
             if hooks is not None:
                 hooks.pre_unit(0)
             root_params = self._gathered(0, shards[0], grad)
+            gather_next(1)
             m0 = log.mark()
             h = functional_call(root, root_params, (tokens, "embed"))
             log.add_span("compute_fwd", m0, log.mark(), unit=0, part="embed")
             if grad:
-                mark_grad_ready(h, "in1")
+                at_output(h, 0)
             for i, block in enumerate(blocks, start=1):
                 if hooks is not None:
                     hooks.pre_unit(i)
                 params = self._gathered(i, shards[i], grad)
+                gather_next(i + 1)
                 m0 = log.mark()
                 h = functional_call(block, params, (h, cos, sin))
                 log.add_span("compute_fwd", m0, log.mark(), unit=i)
+                del params  # with resharding, nothing but autograd's saved views keeps the buffer
                 if grad:
-                    mark_grad_ready(h, f"in{i + 1}")
+                    if self._reshards(i):
+                        self._free(i)
+                    at_output(h, i)
             m0 = log.mark()
             logits = functional_call(root, root_params, (h, "head"))
             loss = loss_fn(logits, targets)
@@ -182,20 +312,26 @@ class ShardedModel:
     def backward(self, loss: torch.Tensor) -> None:
         """loss.backward(), then wait for every reduce-scatter and hand each shard its gradient."""
         log = self.log
+        n_blocks = self.n_units - 1
+        if self._reshards(n_blocks):
+            self._regather(n_blocks)  # the last block's re-gather travels during the head's backward
         t_start = log.mark()
         loss.backward()
         t_end = log.mark()
         # Backward compute spans, from the moments the gradient reached each unit's input:
-        # "in{j}" = gradient w.r.t. the input of unit j (= output of unit j-1) is ready.
+        # "in{j}" = gradient w.r.t. the input of unit j (= output of unit j-1) is ready;
+        # "start{j}" = unit j's backward compute begins (after its re-gather, when resharded).
         ready = dict(self._bwd_marks)
-        n_blocks = self.n_units - 1
         prev = ready.get(f"in{n_blocks + 1}", t_start)
         log.add_span("compute_bwd", t_start, prev, unit=0, part="head")
         for j in range(n_blocks, 0, -1):
-            t = ready.get(f"in{j}", prev)
-            log.add_span("compute_bwd", prev, t, unit=j)
+            start = ready.get(f"start{j}", prev)
+            t = ready.get(f"in{j}", start)
+            log.add_span("compute_bwd", start, t, unit=j)
             prev = t
-        log.add_span("compute_bwd", prev, t_end, unit=0, part="embed")
+        log.add_span("compute_bwd", ready.get("start0", prev), t_end, unit=0, part="embed")
+        self._held, self._ag_pending = {}, {}  # autograd has let go of the graph: every full buffer is gone
+        self._count()
         self.finish_backward()
 
     def finish_backward(self) -> None:

@@ -93,7 +93,8 @@ class Trainer:
         stage = device.type == "cuda" and resolve_backend(cfg, device) == "gloo"  # ranks sharing a GPU
         self.comm = Comm(mesh, self.log, link, stage_to_cpu=stage)
         model = build_model(cfg.model, cfg.seed)
-        self.engine = ShardedModel(model, self.comm, device, bf16=cfg.bf16)
+        self.engine = ShardedModel(model, self.comm, device, bf16=cfg.bf16,
+                                    reshard_after_forward=cfg.reshard_after_forward)
         self.method = make_method(cfg, self.engine)
         self.optimizer = make_optimizer(cfg, self.engine.shards)
         self.method.optimizer = self.optimizer

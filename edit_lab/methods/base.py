@@ -40,6 +40,11 @@ class Method:
     def pre_unit(self, unit: int) -> None:
         """Called in the forward right before unit `unit` is all-gathered in the shard group."""
 
+    def may_gather_early(self, unit: int) -> bool:
+        """May the engine all-gather `unit` before `pre_unit(unit)` has run (forward prefetch)? Yes unless
+        `pre_unit` is about to change the unit's shard."""
+        return True
+
     def after_backward(self, step: int) -> None:
         """Gradient shards are ready (already averaged over the shard group, D5)."""
 

@@ -74,6 +74,10 @@ class EDiTMethod(LocalSGDMethod):
     def after_optimizer(self, step: int) -> None:
         """EDiT syncs inside the forward, never between steps."""
 
+    def may_gather_early(self, unit: int) -> bool:
+        """During a sync a unit's shard changes in its own pre_unit, so its all-gather must come after it."""
+        return not self.syncing
+
     def pre_unit(self, unit: int) -> None:
         if not self.syncing:
             return

@@ -1,7 +1,10 @@
 """Memory per rank: parameter shards, inner optimizer state, and what a method keeps on top (anchor, momentum).
 
 The point to see: EDiT's anchor and outer momentum are sharded like the parameters, so they cost
-2·P/S values per rank, where an unsharded DiLoCo would keep 2·P. Bars are stacked per rank from
+2·P/S values per rank, where an unsharded DiLoCo would keep 2·P. On top sits the peak of the full
+parameters the shard group gathered (`gathered_peak`): with `reshard_after_forward` (FSDP's
+default) about two blocks plus the root unit are alive at once, without it the whole model is, from
+the forward until the end of the backward. Bars are stacked per rank from
 `summary.json`'s memory report; peak resident memory of the process is in the hover (it is
 dominated by the Python and torch runtime on a small model, so it is not stacked with the rest).
 """
@@ -21,6 +24,7 @@ PARTS: dict[str, tuple[str, str]] = {
     "anchor": ("anchor", "#2CA02C"),
     "momentum": ("outer momentum", "#98DF8A"),
     "method_state": ("method state (anchor + outer momentum)", "#2CA02C"),
+    "gathered_peak": ("gathered full parameters (peak alive at once)", "#FF7F0E"),
 }
 NOT_STACKED = ("rank", "replica", "shard", "peak_rss", "peak_cuda")
 
@@ -66,7 +70,8 @@ def memory_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | Non
                                            "%{customdata[3]}<extra>%{x}</extra>"))
     head = title or ("Memory per rank: " + (names[0] if not many else f"{len(names)} runs"))
     fig.update_layout(title=dict(text=f"{head}<br><sup>bytes each rank holds for the model; the anchor and "
-                                      f"outer momentum are sharded like the parameters</sup>"),
+                                      f"outer momentum are sharded like the parameters; gathered parameters "
+                                      f"at their peak</sup>"),
                       barmode="stack", template="plotly_white", height=440, legend=dict(title="state"),
                       yaxis=dict(title="bytes per rank", tickformat="~s", ticksuffix="B"),
                       xaxis=dict(title="rank" if not many else "run / rank"), meta={"parts": parts})

@@ -1,4 +1,9 @@
-"""The sharded engine against references: single-process training and PyTorch's FSDP2."""
+"""The sharded engine against references: single-process training and PyTorch's FSDP2.
+
+Every test runs twice, with `reshard_after_forward` on (blocks re-gathered in the backward, compared
+with FSDP2's default) and off (gathered parameters kept until the backward, compared with FSDP2's
+`fully_shard(reshard_after_forward=False)`): `fsdp2(cfg)` follows the config's setting.
+"""
 
 from __future__ import annotations
 
@@ -12,12 +17,17 @@ from edit_lab.reference import fsdp2, single_process
 from tests.helpers import small
 
 
-@pytest.fixture(scope="module")
-def sync_2x2(tmp_path_factory):
+@pytest.fixture(scope="module", params=[True, False], ids=["reshard", "keep"])
+def sync_2x2(request, tmp_path_factory):
     from edit_lab import launch
 
-    cfg = small(method="sync", shards=2, replicas=2, steps=6, out=str(tmp_path_factory.mktemp("sync") / "run"))
+    cfg = small(method="sync", shards=2, replicas=2, steps=6, reshard_after_forward=request.param,
+                out=str(tmp_path_factory.mktemp("sync") / "run"))
     return cfg, launch(cfg)
+
+
+def unit_bytes_of(events, unit):
+    return next(e["bytes"] for e in events if e["unit"] == unit)
 
 
 def _losses_by_step(run):
@@ -76,7 +86,12 @@ def test_events_cover_every_collective(sync_2x2):
             ag = [e for e in evs if e["kind"] == "all_gather" and e["step"] == step]
             rs = [e for e in evs if e["kind"] == "reduce_scatter" and e["step"] == step]
             ar = [e for e in evs if e["kind"] == "grad_all_reduce" and e["step"] == step]
+            bwd = [e for e in evs if e["kind"] == "all_gather_bwd" and e["step"] == step]
             assert sorted(e["unit"] for e in ag) == list(range(n_units))  # one all-gather per unit
+            # resharded: every block (never the root) all-gathered again in the backward, last block first
+            assert [e["unit"] for e in sorted(bwd, key=lambda e: e["t0"])] == (
+                list(range(n_units - 1, 0, -1)) if cfg.reshard_after_forward else [])
+            assert all(e["group"] == "shard" and e["bytes"] == unit_bytes_of(ag, e["unit"]) for e in bwd)
             assert sorted(e["unit"] for e in rs) == list(range(n_units))  # one reduce-scatter per unit
             assert sorted(e["unit"] for e in ar) == list(range(n_units))  # HSDP: all-reduce across replicas
             assert all(e["group"] == "shard" for e in ag + rs) and all(e["group"] == "sync" for e in ar)
