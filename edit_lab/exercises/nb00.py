@@ -1,7 +1,9 @@
 """Checks for notebook 00 (welcome): where a rank sits in the mesh, and what one step costs in all-gathers.
 
-Both answers follow from two facts the notebook shows on a real run: rank = replica·S + shard, and
-the forward all-gathers each unit (the root unit, then one per transformer block) exactly once.
+Both answers follow from facts the notebook shows on a real run: rank = replica·S + shard; the
+forward all-gathers each unit (the root unit, then one per transformer block) exactly once; and,
+with `reshard_after_forward` (the default, as in FSDP), each block is freed after its forward and
+all-gathered again in the backward (`all_gather_bwd`), while the root unit stays gathered.
 """
 
 from __future__ import annotations
@@ -35,15 +37,33 @@ def units_of(model: str) -> int:
     return 1 + get_size(model).n_layers
 
 
-def check_all_gathers_per_step(answer: Any, model: str = "tiny") -> bool:
+def all_gathers_per_step(model: str, reshard_after_forward: bool = True) -> int:
+    """One rank's all-gathers in one training step: one per unit in the forward, plus one per block in the
+    backward when blocks are resharded after their forward (the root unit never is)."""
+    units = units_of(model)
+    return units + (units - 1 if reshard_after_forward else 0)
+
+
+def check_all_gathers_per_step(answer: Any, model: str = "tiny", reshard_after_forward: bool = True) -> bool:
     """How many all-gathers does one rank issue in one training step (forward + backward) of `model`?"""
-    if unanswered(answer, "filter the events of one rank and one step to kind == 'all_gather' and count them "
-                          "(or: one per unit, and the backward does not gather again)."):
+    if unanswered(answer, "filter the events of one rank and one step to the kinds 'all_gather' (forward) and "
+                          "'all_gather_bwd' (backward) and count them; then count units and blocks of the "
+                          "other model."):
         return False
-    want = units_of(model)
-    assert as_number(answer, "a whole number") == want, (
+    units = units_of(model)
+    want = all_gathers_per_step(model, reshard_after_forward)
+    got = as_number(answer, "a whole number")
+    if reshard_after_forward and got == units:
+        raise AssertionError(
+            f"{answer} counts the forward only. With reshard_after_forward (the default) each block's full "
+            f"parameters are freed after its forward, so the backward all-gathers every block again "
+            f"('all_gather_bwd' in the table): {units - 1} more. The root unit is not freed: the head's "
+            f"backward needs it first thing.")
+    assert got == want, (
         f"{answer} is not it. The forward all-gathers each unit once, right before computing it: the root unit "
-        f"(embedding + head share one buffer) and each of the model's {want - 1} blocks. The backward reuses the "
-        f"gathered tensors that autograd kept, and only reduce-scatters the gradients.")
-    return correct(f"Correct: {want} all-gathers per step, one per unit ({want - 1} blocks + the root unit); "
-                   f"the backward answers each with one reduce-scatter.")
+        f"(embedding + head share one buffer) and each of the model's {units - 1} blocks"
+        + (f"; the backward gathers each block again ({units - 1})." if reshard_after_forward else
+           "; with reshard_after_forward off the backward reuses the gathered tensors autograd kept."))
+    return correct(f"Correct: {want} all-gathers per step: {units} in the forward (the root unit + {units - 1} blocks)"
+                   + (f" and {units - 1} in the backward, one per block" if reshard_after_forward else "")
+                   + "; the backward answers each unit with one reduce-scatter.")

@@ -26,10 +26,15 @@ def test_check_rank(capsys):
 def test_check_all_gathers_per_step(capsys):
     assert units_of("tiny") == 5 and units_of("nano") == 3
     assert check_all_gathers_per_step(None) is False
-    assert check_all_gathers_per_step(5) is True
-    assert check_all_gathers_per_step(3, model="nano") is True
-    with pytest.raises(AssertionError, match="backward reuses"):
-        check_all_gathers_per_step(10)  # forward + backward: a second gather that does not happen
+    assert check_all_gathers_per_step(9) is True  # 5 units forward + 4 blocks again in the backward
+    assert check_all_gathers_per_step(5, model="nano") is True
+    assert check_all_gathers_per_step(5, reshard_after_forward=False) is True
+    with pytest.raises(AssertionError, match="forward only"):
+        check_all_gathers_per_step(5)  # the backward re-gathers every block
+    with pytest.raises(AssertionError, match="gathers each block again"):
+        check_all_gathers_per_step(10)  # the root is not re-gathered
+    with pytest.raises(AssertionError, match="reuses"):
+        check_all_gathers_per_step(9, reshard_after_forward=False)
     assert "Correct" in capsys.readouterr().out
 
 
