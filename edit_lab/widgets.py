@@ -10,8 +10,10 @@
 
 Every control is a public attribute and both panels have methods (`run()`, `click()`, `set()`),
 so a notebook cell, a script or a test can drive them without a browser. Figures are kept as
-plain `go.Figure`s in `.figures` (what tests look at) and mirrored into `go.FigureWidget`s (what
-the notebook shows). Displaying a panel is just leaving it as the last expression of a cell.
+plain `go.Figure`s in `.figures` (what tests look at) and shown in `FigurePane`s (what the notebook
+shows, always at the notebook's width). Displaying a panel is just leaving it as the last
+expression of a cell. The controls wrap onto more rows where the notebook is narrow (a laptop with
+the file browser open), so every slider's value stays in view.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .analysis import RunLike, as_run, as_runs, comm_split, sync_window
 from .config import RunConfig
 from .methods import method_registry
 from .run import Run
+from .viz.layout import short_run_labels
 from .viz.losses import loss_figure
 from .viz.penalty import empty_figure, penalty_figure
 from .viz.stragglers import straggler_figure
@@ -62,12 +65,50 @@ def _failure(e: BaseException, limit: int = 600) -> str:
     return f"<b>failed</b>: <pre style='white-space: pre-wrap; margin: 0'>{html.escape(text)}</pre>"
 
 
-def show_figure(target: go.FigureWidget, fig: go.Figure) -> None:
-    """Replace everything a FigureWidget shows by `fig` in one update."""
+class FigurePane(W.Output):
+    """A figure inside a panel that always takes the notebook's width, as a figure in a cell's output does.
+
+    Why not a `go.FigureWidget`: plotly's FigureWidget (an anywidget) is sized once, when it is first
+    drawn (700 px wide by default, or the width of a hidden tab: nothing), and never again: opening
+    the file browser, resizing the window or switching to its tab leaves it too wide or too narrow.
+    A FigurePane shows the figure the way a cell shows one (JupyterLab's plotly renderer), which
+    redraws it at its container's width whenever that changes. `.figure` is the figure shown.
+    """
+
+    def __init__(self, fig: go.Figure | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("layout", W.Layout(width="100%", min_width="0"))
+        super().__init__(**kwargs)
+        self.figure: go.Figure = go.Figure()
+        if fig is not None:
+            self.show(fig)
+
+    @property
+    def data(self) -> tuple:
+        """The traces shown (as `FigureWidget.data`)."""
+        return self.figure.data
+
+    def show(self, fig: go.Figure) -> None:
+        """Show `fig` instead of what was shown, in one update (no flicker, also from another thread)."""
+        import plotly.io as pio
+
+        self.figure = fig
+        bundle = pio.renderers["plotly_mimetype"].to_mimebundle(fig.to_dict())
+        title = fig.layout.title.text or "figure"
+        bundle["text/plain"] = f"<plotly figure: {title.split('<br>')[0][:80]}>"
+        self.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+
+
+def show_figure(target: go.FigureWidget | FigurePane, fig: go.Figure) -> None:
+    """Replace everything a FigurePane (or a FigureWidget) shows by `fig` in one update."""
+    if isinstance(target, FigurePane):
+        target.show(fig)
+        return
     with target.batch_update():
         target.data = ()
         target.add_traces(list(fig.data))
         target.layout = fig.layout
+        # drawn at its container's width when it is first shown (a FigureWidget is not resized later)
+        target.layout.autosize, target.layout.width = True, None
 
 
 class StragglerLab:
@@ -94,8 +135,11 @@ class StragglerLab:
         self.error: BaseException | None = None
         self._count = 0
         b = self.base
+        # each control 390 px: a 150 px description, the slider and its value ("0.316") all in view; two
+        # columns fit a laptop's notebook with the file browser open (~850 px), three a wide screen
         style = {"description_width": "150px"}
-        layout = W.Layout(width="420px")  # room for the label, the slider and a readout like "3.00"
+        layout = W.Layout(width="390px")
+        check = dict(indent=False, layout=W.Layout(width="390px"))  # the label right of the box, uncut
         methods = available_methods()
         self.method = W.Dropdown(options=methods, value=b.method if b.method in methods else methods[0],
                                  description="method", style=style, layout=layout)
@@ -115,28 +159,36 @@ class StragglerLab:
                                     description="sync link bandwidth", style=style, layout=layout)
         self.latency_ms = W.FloatSlider(value=b.link_latency_ms, min=0.0, max=50.0, step=1.0,
                                         description="sync link latency (ms)", style=style, layout=layout)
-        self.prefetch = W.Checkbox(value=b.prefetch, description="prefetch (overlap sync with compute)")
-        self.penalty_anomaly = W.Checkbox(value=b.penalty_anomaly, description="penalty: anomaly filter")
-        self.penalty_weighting = W.Checkbox(value=b.penalty_weighting, description="penalty: softmax weights")
-        self.penalty_clip = W.Checkbox(value=b.penalty_clip, description="penalty: clip")
+        self.prefetch = W.Checkbox(value=b.prefetch, description="prefetch (overlap sync with compute)", **check)
+        self.penalty_anomaly = W.Checkbox(value=b.penalty_anomaly, description="penalty: anomaly filter", **check)
+        self.penalty_weighting = W.Checkbox(value=b.penalty_weighting, description="penalty: softmax weights",
+                                            **check)
+        self.penalty_clip = W.Checkbox(value=b.penalty_clip, description="penalty: clip", **check)
         self.steps = W.IntSlider(value=b.steps, min=2, max=max(200, b.steps), description="steps", style=style,
                                  layout=layout)
         self.button = W.Button(description="Run", button_style="primary", icon="play",
                                tooltip="launch a real run with these settings")
-        self.progress = W.IntProgress(value=0, min=0, max=b.steps, description="", layout=W.Layout(width="240px"))
+        self.progress = W.IntProgress(value=0, min=0, max=b.steps, description="",
+                                      layout=W.Layout(width="200px", min_width="120px"))
         self.status = W.HTML(value="press Run to launch a real run" if not self.history
-                             else f"showing {len(self.history)} earlier run(s); press Run to launch a new one")
+                             else f"showing {len(self.history)} earlier run(s); press Run to launch a new one",
+                             layout=W.Layout(flex="1 1 300px", min_width="0"))
         self.button.on_click(lambda _b: self._on_click())
         self.figures: dict[str, go.Figure] = {}
-        self.figure_widgets: dict[str, go.FigureWidget] = {name: go.FigureWidget() for name in FIGURES}
-        self.tabs = W.Tab(children=[self.figure_widgets[n] for n in FIGURES], titles=list(FIGURES))
+        self.figure_widgets: dict[str, FigurePane] = {name: FigurePane() for name in FIGURES}
+        self.tabs = W.Tab(children=[self.figure_widgets[n] for n in FIGURES], titles=list(FIGURES),
+                          layout=W.Layout(width="100%"))
+        column = dict(layout=W.Layout(width="400px", overflow="visible"))
+        # the columns wrap onto the next row where the notebook is narrow, instead of leaving the view
         controls = W.HBox([
-            W.VBox([self.method, self.steps, self.sync_interval, self.sync_period, self.prefetch]),
-            W.VBox([self.slow_factor, self.pause_prob, self.pause_ms]),
+            W.VBox([self.method, self.steps, self.sync_interval, self.sync_period, self.prefetch], **column),
+            W.VBox([self.slow_factor, self.pause_prob, self.pause_ms], **column),
             W.VBox([self.bandwidth, self.latency_ms, self.penalty_anomaly, self.penalty_weighting,
-                    self.penalty_clip]),
-        ])
-        self.widget = W.VBox([controls, W.HBox([self.button, self.progress, self.status]), self.tabs])
+                    self.penalty_clip], **column),
+        ], layout=W.Layout(flex_flow="row wrap", width="100%", overflow="visible"))
+        run_row = W.HBox([self.button, self.progress, self.status],
+                         layout=W.Layout(flex_flow="row wrap", width="100%", align_items="center"))
+        self.widget = W.VBox([controls, run_row, self.tabs], layout=W.Layout(width="100%"))
         if self.history:
             self.draw()
         else:
@@ -236,8 +288,9 @@ class StragglerLab:
         if last is None:
             return
         self._set("timeline", timeline_figure(last, steps=sync_window(last)))
-        self._set("stragglers", straggler_figure(self.history))
-        self._set("loss", loss_figure(self.history))
+        labels = short_run_labels(self.history)  # two presses with the same settings: '#1', '#2'
+        self._set("stragglers", straggler_figure(self.history, labels=labels))
+        self._set("loss", loss_figure(self.history, labels=labels))
         self._set("penalty", penalty_figure(last))
 
     def _set(self, name: str, fig: go.Figure) -> None:
@@ -256,24 +309,27 @@ class TimelineExplorer:
         cfg = self.run.config
         lo, hi = steps if steps is not None else sync_window(self.run)
         self.steps = W.IntRangeSlider(value=(lo, hi), min=0, max=cfg.steps, description="steps",
-                                      continuous_update=False, layout=W.Layout(width="500px"))
+                                      continuous_update=False, layout=W.Layout(width="500px", max_width="100%"))
         options = [(f"rank {k} (replica {k // cfg.shards}, shard {k % cfg.shards})", k) for k in range(cfg.world_size)]
         self.ranks = W.SelectMultiple(options=options, value=tuple(ranks) if ranks is not None else
                                       tuple(range(cfg.world_size)), description="ranks",
                                       rows=min(cfg.world_size, 8))
-        self.show_exposed = W.Checkbox(value=True, description="hatch exposed communication")
+        self.show_exposed = W.Checkbox(value=True, description="hatch exposed communication", indent=False,
+                                       layout=W.Layout(width="auto", margin="0 0 0 20px"))
         self.align = W.ToggleButtons(options=[("each rank's own steps", "step"),
                                               ("same time as the first rank", "time")],
                                      value="time" if cfg.method == "aedit" else "step", description="align",
                                      tooltip="A-EDiT's replicas count their steps separately: align by time",
                                      style={"button_width": "210px"})  # the labels fit on their buttons
-        self.fig_widget = go.FigureWidget()
+        self.fig_widget = FigurePane()  # as wide as the notebook, whatever the window does
         self.table = W.HTML()
         self.figure: go.Figure = go.Figure()
         for w in (self.steps, self.ranks, self.show_exposed, self.align):
             w.observe(lambda _change: self.draw(), names="value")
-        self.widget = W.VBox([W.HBox([self.steps, self.show_exposed]), W.HBox([self.ranks, self.align]),
-                              self.fig_widget, self.table])
+        wrap = W.Layout(flex_flow="row wrap", width="100%", align_items="center", overflow="visible")
+        self.widget = W.VBox([W.HBox([self.steps, self.show_exposed], layout=wrap),
+                              W.HBox([self.ranks, self.align], layout=wrap), self.fig_widget, self.table],
+                             layout=W.Layout(width="100%"))
         self.draw()
 
     def set(self, steps: tuple[int, int] | None = None, ranks: Sequence[int] | None = None,

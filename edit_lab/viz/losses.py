@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from ..analysis import RunLike, as_runs, eval_table, metrics_table, run_labels
 from .colors import replica_color, run_colors
+from .layout import SUBPLOT_TITLE_PX, legend_below, title_layout, title_text, top_margin
 
 
 def loss_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None = None,
@@ -55,7 +56,14 @@ def loss_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None 
     fig.update_xaxes(title_text="inner step", row=1, col=1)
     fig.update_xaxes(title_text="seconds since the start", row=1, col=2)
     fig.update_yaxes(title_text="cross-entropy loss (nats/token)", row=1, col=1)
-    head = title or ("Loss: " + (names[0] if len(names) == 1 else ", ".join(names)))
-    fig.update_layout(title=head, template="plotly_white", height=440, legend=dict(title="run"),
+    # a little air between the axes' tick labels, so the lowest loss and step 0 do not touch in the corner
+    fig.update_xaxes(ticklabelstandoff=4)
+    fig.update_yaxes(ticklabelstandoff=4)
+    head = title or ("Loss: " + (names[0] if len(names) == 1 else f"{len(names)} runs"))
+    text = title_text(head, "lines: training loss (mean over replicas); dashed with markers: validation loss")
+    fig.update_annotations(font_size=SUBPLOT_TITLE_PX)  # the subplot titles
+    # the legend (one entry per run and curve) in rows below the plot: the plots keep the whole width
+    fig.update_layout(title=title_layout(text), template="plotly_white", height=440 + 22 * len(names),
+                      autosize=True, legend=legend_below(), margin=dict(l=70, r=20, t=top_margin(text), b=40),
                       meta={"runs": names})
     return fig

@@ -21,6 +21,7 @@ from plotly.subplots import make_subplots
 
 from ..analysis import RunLike, as_run, penalty_table, run_label
 from .colors import EXPOSED, replica_color
+from .layout import SUBPLOT_TITLE_PX, legend_below, title_layout, title_text, top_margin
 
 ROW_TITLES = ("G = ‖Δ‖", "z vs δ·factor", "weight", "clip factor")
 
@@ -33,8 +34,8 @@ def empty_figure(title: str, message: str) -> go.Figure:
     """A figure with a title and a centred note, for data a run does not have."""
     fig = go.Figure()
     fig.add_annotation(text=message, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font=dict(size=14))
-    fig.update_layout(title=title, template="plotly_white", height=300, xaxis=dict(visible=False),
-                      yaxis=dict(visible=False), meta={"empty": True})
+    fig.update_layout(title=title_layout(title_text(title)), template="plotly_white", height=300, autosize=True,
+                      xaxis=dict(visible=False), yaxis=dict(visible=False), meta={"empty": True})
     return fig
 
 
@@ -52,7 +53,7 @@ def penalty_figure(run: RunLike, units: Iterable[int] | None = None, title: str 
     if not shown:
         return empty_figure(head, "no penalty records for the chosen units")
     fig = make_subplots(rows=4, cols=len(shown), shared_xaxes=True, vertical_spacing=0.06,
-                        horizontal_spacing=0.06 if len(shown) > 1 else 0.0,
+                        horizontal_spacing=0.08 if len(shown) > 1 else 0.0,
                         column_titles=[_unit_name(int(u)) for u in shown], row_titles=None)
     replicas = sorted(df["replica"].unique())
     thr_max = df["threshold"].replace([math.inf], float("nan")).max()
@@ -117,14 +118,21 @@ def penalty_figure(run: RunLike, units: Iterable[int] | None = None, title: str 
         if len(g) and g.max() / g.min() > 50:
             fig.update_yaxes(type="log", row=1, col=c)
         fig.update_xaxes(title_text="sync at step", row=4, col=c)
+    # whole steps only (a narrow column would otherwise tick 11.5), about 4 ticks per column
+    steps = sorted(int(x) for x in df["step"].unique())
+    fig.update_xaxes(tick0=steps[0], dtick=max(1, math.ceil((steps[-1] - steps[0]) / (4 if len(shown) > 1 else 8))))
     for row, label in enumerate(ROW_TITLES, start=1):
         fig.update_yaxes(title_text=label, row=row, col=1, title_font=dict(size=11))
     fig.update_yaxes(range=[0, 1.05], row=3)
+    # a little air between the axes' tick labels, so the first sync and a 0 do not touch in the corner
+    fig.update_xaxes(ticklabelstandoff=4)
+    fig.update_yaxes(ticklabelstandoff=4)
     note = f" (z above {z_cap:.3g} drawn at the top edge, ▲)" if z_cap and (df["z"] > z_cap).any() else ""
+    text = title_text(head, f"one column per unit; red ✕ = outlier, its Δ is zeroed and weighs 0{note}")
+    fig.update_annotations(font_size=SUBPLOT_TITLE_PX)  # the column titles
     fig.update_layout(
-        title=dict(text=f"{head}<br><sup>one column per unit; red ✕ = outlier, its Δ is zeroed and weighs 0"
-                        f"{note}</sup>"),
-        barmode="stack", template="plotly_white", height=820, legend=dict(title="replica / marker"),
+        title=title_layout(text), barmode="stack", template="plotly_white", height=860, autosize=True,
+        legend=legend_below(), margin=dict(l=70, r=20, t=top_margin(text), b=40),
         meta={"outliers": n_outliers, "units": [int(u) for u in shown], "syncs": int(df["step"].nunique())},
     )
     return fig

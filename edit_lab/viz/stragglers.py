@@ -18,8 +18,11 @@ from plotly.subplots import make_subplots
 
 from ..analysis import RunLike, as_runs, replica_table, rounds_table, run_labels
 from .colors import replica_color, run_colors
+from .layout import SUBPLOT_TITLE_PX, legend_below, tick_labels, title_layout, title_text, top_margin
 
 DASHES = ("solid", "dot", "dash", "dashdot", "longdash")
+HEIGHT = 820
+ROW_GAP = 0.2  # of the plot area's height (~560 px): room for 3-line run names and the lower titles
 
 
 def straggler_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None = None,
@@ -30,11 +33,10 @@ def straggler_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | 
     tables = [replica_table(r) for r in rs]
     colors = run_colors([r.config.method for r in rs])
     rounds = [rounds_table(r) for r in rs]
-    rounds_title = ("local steps per round (colour: run, as the bars above; line style: replica)"
-                    if len(rs) > 1 else "local steps per round")
-    fig = make_subplots(rows=2, cols=2, vertical_spacing=0.16, horizontal_spacing=0.1, subplot_titles=(
-        "tokens/s per replica (◇ = own pace, never waiting)", "all replicas: achieved vs capacity bound",
-        "seconds blocked on the sync group (solid) / paused (dotted)", rounds_title))
+    # short subplot titles (each has half the width of a laptop's notebook); the details are in the subtitle
+    fig = make_subplots(rows=2, cols=2, vertical_spacing=ROW_GAP, horizontal_spacing=0.12, subplot_titles=(
+        "tokens/s per replica (◇ own pace)", "all replicas vs capacity bound",
+        "seconds blocked / paused (dotted)", "local steps per round"))
     replicas = sorted({int(x) for t in tables for x in t["replica"]})
     for rep in replicas:
         color = replica_color(rep)
@@ -94,10 +96,22 @@ def straggler_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | 
     fig.update_yaxes(title_text="tokens/s", row=1, col=2, rangemode="tozero")
     fig.update_yaxes(title_text="seconds", row=2, col=1)
     fig.update_yaxes(title_text="local steps", row=2, col=2, rangemode="tozero")
-    fig.update_xaxes(title_text="round (between two agreements of the replicas)", row=2, col=2)
+    fig.update_xaxes(title_text="round (replicas agree at its end)", row=2, col=2)
+    # the runs' names on short lines under their bars, never rotated into the row below
+    for row, col in ((1, 1), (1, 2), (2, 1)):
+        fig.update_xaxes(tickmode="array", tickvals=names, ticktext=tick_labels(names), tickangle=0,
+                         tickfont=dict(size=11), row=row, col=col)
+    fig.update_xaxes(ticklabelstandoff=4)  # air between the axes' tick labels: round 0 and 0 steps do not touch
+    fig.update_yaxes(ticklabelstandoff=4)
+    fig.update_annotations(font_size=SUBPLOT_TITLE_PX)  # the subplot titles
     head = title or ("Stragglers: " + (names[0] if len(names) == 1 else f"{len(names)} runs"))
-    fig.update_layout(title=dict(text=f"{head}<br><sup>capacity bound = Σ over replicas of tokens/s at the "
-                                      f"replica's own pace (time blocked on the sync group removed)</sup>"),
-                      barmode="group", template="plotly_white", height=720, legend=dict(title="replica"),
+    sub = ("capacity bound = Σ over replicas of tokens/s at the replica's own pace (time blocked on the sync "
+           "group removed); paused = simulated straggler pause")
+    if len(rs) > 1:
+        sub += "; local steps: colour = run, as the bars; line style = replica"
+    text = title_text(head, sub)
+    fig.update_layout(title=title_layout(text),
+                      barmode="group", template="plotly_white", height=HEIGHT, autosize=True,
+                      legend=legend_below(), margin=dict(l=60, r=20, t=top_margin(text), b=40),
                       meta={"runs": names, "capacity_bound": bound, "achieved": achieved})
     return fig

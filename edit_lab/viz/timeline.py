@@ -20,6 +20,7 @@ switches kinds on and off, hover shows unit, step, bytes and duration, and a tes
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,6 +29,7 @@ import plotly.graph_objects as go
 from ..analysis import RunLike, StepRange, as_run, event_rows, is_comm, run_label
 from ..overlap import LEGEND, Overlap, Split
 from .colors import BLOCKED_OTHER, EXPOSED, kind_color, kind_label, kind_sort_key, rgba
+from .layout import legend_below, title_layout, title_text, top_margin
 
 #: Row offsets inside a lane (the y axis is reversed, so compute is on top).
 ROWS = {"compute": -0.3, "shard": 0.0, "sync": 0.3}
@@ -284,13 +286,17 @@ def _decorate(fig: go.Figure, r: Any, lanes: dict[int, float], events: list[dict
            f"exposed {totals['exposed_s'] * 1e3:.1f} ms (red hatch), "
            f"waiting on another collective {totals['other_s'] * 1e3:.1f} ms (grey hatch)"
            f"<br>un-hatched = in flight while the same rank computed; a wait on one collective hides no other")
-    height = max(160 + 95 * len(lanes) + 40 * len(reps), 200 + 21 * len(fig.data))  # room for the legend
+    # the legend in rows below the plot (plotly gives every entry the widest one's width: 1-2 columns on a
+    # laptop, 4 on a wide screen), so the lanes keep the whole width
+    text = title_text(head, sub)
+    legend_rows = math.ceil(sum(1 for t in fig.data if t.showlegend is not False) / 2)
+    height = 150 + 95 * len(lanes) + 40 * len(reps) + 22 * legend_rows + top_margin(text, extra=0)
     fig.update_layout(
-        title=dict(text=f"{head}<br><sup>{sub}</sup>"),
-        barmode="overlay", bargap=0, height=height, template="plotly_white",
+        title=title_layout(text),
+        barmode="overlay", bargap=0, height=height, template="plotly_white", autosize=True,
         xaxis=dict(title="time since the run's common start (s)", showgrid=True, zeroline=False),
         yaxis=dict(tickvals=tickvals, ticktext=ticktext, autorange="reversed", showgrid=False, zeroline=False,
                    title=None),
-        legend=dict(title="event kind", traceorder="normal"), hoverlabel=dict(align="left"),
-        margin=dict(l=10, r=10, t=110, b=50),
+        legend=legend_below("event kind", traceorder="normal"), hoverlabel=dict(align="left"),
+        margin=dict(l=10, r=20, t=top_margin(text, extra=25), b=40),
     )

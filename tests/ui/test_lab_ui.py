@@ -2,6 +2,11 @@
 
 Each test saves screenshots of the states it checks into its tmp_path (listed in the test's output
 and named in every failure message). Run alone with `make test-ui`.
+
+Drawn is not enough: after running notebooks 00, 04, 05 and 06, every figure (every tab of every
+panel too) and every control is checked for readability by geometry (readability.py) at 1280×800
+with JupyterLab's file browser open and at 1920×1080, on the same executed page: no text over
+another, nothing cut, figures as wide as the notebook, every slider's value in view.
 """
 
 from __future__ import annotations
@@ -15,10 +20,13 @@ import pytest
 from edit_lab.widgets import FIGURES, StragglerLab
 
 from .notebook_page import NotebookPage
+from .readability import VIEWPORTS, check_page
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 WELCOME = "00_welcome.ipynb"
+PREFETCH = "04_layerwise_sync_and_prefetch.ipynb"
+PENALTY = "05_pseudo_gradient_penalty.ipynb"
 STRAGGLERS = "06_stragglers_and_aedit.ipynb"
 # Generous: the notebooks launch real multi-process runs, and CI machines can be small and busy.
 RUN_ALL_TIMEOUT_S = 600
@@ -50,6 +58,15 @@ def run_all_and_check(nb: NotebookPage) -> dict:
     return saved
 
 
+def assert_readable(nb: NotebookPage) -> dict:
+    """Every figure and panel of the page readable at each viewport of `VIEWPORTS` (see readability.py)."""
+    problems, sliders = check_page(nb)
+    assert not problems, (f"{nb.name} is not readable ({len(problems)} problems; viewports {list(VIEWPORTS)}):\n"
+                          + "\n".join(f"- {p}" for p in problems)
+                          + f"\nscreenshots: {[str(p) for p in nb.shots]}")
+    return sliders
+
+
 def figure_state(plot) -> dict:
     return plot.evaluate(_FIGURE_JS)
 
@@ -76,6 +93,19 @@ def test_welcome_notebook_runs_and_draws(open_notebook):
     state = figure_state(explorer.first.locator(".js-plotly-plot").first)
     assert state["svg"] >= 1 and state["traces"] >= 1, f"the explorer's figure is not drawn: {state}"
     nb.screenshot("explorer", explorer.first)
+    sliders = assert_readable(nb)
+    assert all(n >= 1 for n in sliders.values()), f"the explorer's step slider was not checked: {sliders}"
+
+
+@pytest.mark.parametrize("name", [PREFETCH, PENALTY])
+def test_notebook_runs_and_reads_well(open_notebook, name):
+    """Notebooks 04 (StragglerLab, a bandwidth panel) and 05 (a penalty panel), run through the menus."""
+    nb = open_notebook(name)
+    run_all_and_check(nb)
+    assert drawn_plotly_outputs(nb).count() >= 2, f"{name} should draw figures"
+    sliders = assert_readable(nb)
+    if name == PREFETCH:
+        assert all(n >= 6 for n in sliders.values()), f"the StragglerLab's sliders were not all checked: {sliders}"
 
 
 def _slow_factor_control() -> tuple[str, float]:
@@ -152,6 +182,9 @@ def test_straggler_panel_reruns_from_the_browser(open_notebook):
     assert after["marks"] >= 1 and after["svg"] >= 1, after
     problems = nb.check_rendered(nb.save())
     assert not problems, f"after the run from the panel:\n{problems}"
+    # readable with the three runs it now compares, on a laptop with the file browser open and full HD
+    sliders = assert_readable(nb)
+    assert all(n >= 6 for n in sliders.values()), f"the StragglerLab's sliders were not all checked: {sliders}"
 
 
 BLOCKED = {
@@ -185,3 +218,35 @@ def test_the_checks_fail_when_widgets_and_figures_do_not_render(open_notebook, l
     assert flagged == set(expected), f"expected problems in cells {sorted(expected)}, got:\n{problems}"
     for cell, words in expected.items():
         assert any(p.startswith(f"cell {cell} ") and words in p for p in problems.items), (cell, words, str(problems))
+
+
+def test_the_readability_check_names_what_a_reader_cannot_read(open_notebook, lab_server):
+    """The geometry check on figures and controls made unreadable on purpose, next to a readable figure:
+    it must name the overlapping texts, the narrow figure and the hidden slider value, and nothing else."""
+    nb_json = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "language": "python",
+                                                                 "display_name": "Python 3 (ipykernel)"}})
+    nb_json.cells = [
+        nbformat.v4.new_code_cell(
+            "from plotly.subplots import make_subplots\nimport plotly.graph_objects as go\n"
+            "f = make_subplots(rows=1, cols=2, subplot_titles=('left title that is long enough to run over',"
+            " 'right title that is just as long'))\nf.add_trace(go.Bar(x=[1, 2], y=[3, 4]), row=1, col=1)\n"
+            "f.add_trace(go.Bar(x=[1, 2], y=[4, 3]), row=1, col=2)\nf.update_layout(width=500)"),
+        nbformat.v4.new_code_cell("go.Figure(go.Bar(x=['a', 'b'], y=[1, 2]), layout=dict(title='readable'))"),
+        nbformat.v4.new_code_cell(
+            "import ipywidgets as W\nW.HBox([W.FloatSlider(value=1.5, description=f'slider number {i} of two',"
+            " style={'description_width': '200px'}, layout=W.Layout(width='600px', min_width='600px'))"
+            " for i in (1, 2)])"),
+    ]
+    name = "ui_unreadable.ipynb"
+    nbformat.write(nb_json, str(lab_server.root_dir / name))
+    nb = open_notebook(name, prefix="unreadable")
+    nb.run_all(120)
+    problems, sliders = check_page(nb, viewports=("1280x800+files",))
+    text = "\n".join(problems)
+    assert sliders == {"1280x800+files": 2}, sliders
+    assert re.search(r"cell 0, .*'left title that is long enough to run over' \[annotation\] overlaps "
+                     r"'right title that is just as long' \[annotation\]", text.replace('"', "'")), text
+    assert re.search(r"cell 0, .*the figure is 500 px wide", text), text
+    assert re.search(r"cell 2: the value '1.50' of the slider 'slider number 2 of two' is out of view",
+                     text.replace('"', "'")), text
+    assert not [p for p in problems if "cell 1" in p], text  # the readable figure: no false alarm

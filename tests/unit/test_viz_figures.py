@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -160,3 +161,74 @@ def test_report_from_the_cli(fake, no_penalty, tmp_path):
     default = write_report(no_penalty.path)
     assert default == no_penalty.path / "report.html"
     assert "Penalty decisions" not in default.read_text()
+
+
+# ---------------------------------------------------------------- readable in a notebook (layout)
+def _figures(fake, no_penalty):
+    from edit_lab.viz import timeline_figure
+
+    return {"penalty": penalty_figure(fake), "stragglers": straggler_figure([fake, no_penalty]),
+            "loss": loss_figure([fake, no_penalty]), "timeline": timeline_figure(fake, steps=(2, 3)),
+            "empty": penalty_figure(no_penalty)}
+
+
+def test_figures_take_the_notebooks_width_and_keep_their_legend_below(fake, no_penalty):
+    """No fixed width (the notebook decides), a horizontal legend under the plot, titles wrapped to fit ~800 px."""
+    from edit_lab.viz.layout import SUBTITLE_CHARS, TITLE_CHARS
+
+    for name, fig in _figures(fake, no_penalty).items():
+        assert fig.layout.width is None and fig.layout.autosize is True, name
+        if name != "empty":
+            lg = fig.layout.legend
+            assert lg.orientation == "h" and lg.yref == "container" and lg.y == 0 and lg.yanchor == "bottom", name
+        for line in fig.layout.title.text.split("<br>"):
+            visible = re.sub(r"<[^>]+>", "", line)
+            assert len(visible) <= (SUBTITLE_CHARS if "<sup>" in line else TITLE_CHARS), (name, line)
+
+
+def test_straggler_figure_keeps_run_names_short_and_upright(fake, no_penalty):
+    fig = straggler_figure([fake, no_penalty], labels=["edit 2×2, T_sync 0.15 s, slow ×2", "sync 2×2, slow ×2"])
+    for ax in (fig.layout.xaxis, fig.layout.xaxis2, fig.layout.xaxis3):
+        assert ax.tickangle == 0 and list(ax.tickvals) == fig.layout.meta["runs"]
+        assert list(ax.ticktext) == ["edit 2×2<br>T_sync 0.15 s<br>slow ×2", "sync 2×2<br>slow ×2"]
+    titles = [a.text for a in fig.layout.annotations]
+    assert len(titles) == 4 and max(len(t) for t in titles) <= 40  # each has half a laptop's notebook
+
+
+def test_wrap_keeps_words_and_tags():
+    from edit_lab.viz.layout import tick_label, title_text, wrap
+
+    assert wrap("aa bb cc dd", 5) == "aa bb<br>cc dd"
+    assert wrap("<b>rank 0</b> (replica 0)", 8) == "<b>rank 0</b><br>(replica<br>0)"  # tags do not count
+    assert wrap("averyveryverylongword x", 4) == "averyveryverylongword<br>x"
+    assert title_text("head", "one two") == "head<br><sup>one two</sup>"
+    assert tick_label("aedit 2×2, T_sync 0.15 s, slow ×2 [01-aedit]") == \
+        "aedit 2×2<br>T_sync 0.15 s<br>slow ×2<br>[01-aedit]"
+
+
+def test_panels_show_figures_at_the_notebooks_width(fake, no_penalty):
+    """The panels' figures are FigurePanes (JupyterLab's own plotly renderer: redrawn at their container's width),
+    and no control is wider than a laptop's notebook column."""
+    from edit_lab.widgets import FIGURES, FigurePane, StragglerLab, TimelineExplorer
+
+    pane = FigurePane(loss_figure(fake))
+    data = pane.outputs[0]["data"]["application/vnd.plotly.v1+json"]
+    assert data["layout"]["autosize"] is True and "width" not in data["layout"]
+    assert len(pane.data) == len(pane.figure.data) > 0 and pane.layout.width == "100%"
+    lab = StragglerLab(initial=[fake, no_penalty], launcher=lambda cfg: None)
+    assert all(isinstance(lab.figure_widgets[n], FigurePane) for n in FIGURES)
+    assert lab.figure_widgets["stragglers"].figure is lab.figures["stragglers"]
+    for name, ctl in lab.controls().items():
+        assert int(ctl.layout.width.rstrip("px")) <= 400, name
+    ex = TimelineExplorer(fake, steps=(2, 3))
+    assert isinstance(ex.fig_widget, FigurePane) and ex.fig_widget.figure is ex.figure
+
+
+def test_short_run_labels_number_twins_instead_of_naming_directories(fake, no_penalty):
+    from edit_lab.viz.layout import short_run_labels, tick_label
+
+    same = A.run_label(fake)
+    assert A.run_label(no_penalty) == same  # two runs of the same settings (their directories differ)
+    assert short_run_labels([fake, no_penalty]) == [f"{same} #1", f"{same} #2"]
+    assert short_run_labels([fake]) == [same]
+    assert tick_label("sync 2×2 [01-sync-12345678]") == "sync 2×2<br>[01-sync-12345…"  # the hover has it all
