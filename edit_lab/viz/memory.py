@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from ..analysis import RunLike, as_runs, memory_table, run_labels
+from .layout import legend_below, title_layout, title_text, top_margin
 from .penalty import empty_figure
 
 PARTS: dict[str, tuple[str, str]] = {
@@ -69,10 +70,11 @@ def memory_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | Non
                                            "%{customdata[1]}, shard %{customdata[2]}<br>peak RSS of the process "
                                            "%{customdata[3]}<extra>%{x}</extra>"))
     head = title or ("Memory per rank: " + (names[0] if not many else f"{len(names)} runs"))
-    fig.update_layout(title=dict(text=f"{head}<br><sup>bytes each rank holds for the model; the anchor and "
-                                      f"outer momentum are sharded like the parameters; gathered parameters "
-                                      f"at their peak</sup>"),
-                      barmode="stack", template="plotly_white", height=440, legend=dict(title="state"),
+    title_txt = title_text(head, "bytes each rank holds for the model; the anchor and outer momentum are sharded "
+                                 "like the parameters; gathered parameters at their peak (with reshard_after_forward "
+                                 "one or two blocks, else every block)")
+    fig.update_layout(title=title_layout(title_txt), margin=dict(t=top_margin(title_txt)),
+                      barmode="stack", template="plotly_white", height=460, legend=legend_below("state"),
                       yaxis=dict(title="bytes per rank", tickformat="~s", ticksuffix="B"),
                       xaxis=dict(title="rank" if not many else "run / rank"), meta={"parts": parts})
     return fig
