@@ -134,8 +134,11 @@ launch(RunConfig(model="nano", shards=1, replicas=2, seq_len=32, batch_size=4, s
 
 def _start_launcher(out: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    # SIGINT back to its default in the launcher: a suite started as a background job of a shell without
+    # job control inherits SIGINT ignored, and Python then never raises KeyboardInterrupt (a kernel does)
     proc = subprocess.Popen([sys.executable, "-c", _SCRIPT, str(out)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 90
     while not (out / "progress").exists():  # training has started on every rank
         assert proc.poll() is None, proc.communicate()

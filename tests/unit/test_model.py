@@ -169,7 +169,7 @@ def test_adamw_steps_lower_the_loss() -> None:
 
 def test_get_size_errors() -> None:
     assert get_size("tiny") is SIZES["tiny"]
-    with pytest.raises(ValueError, match="nano, tiny, small, base100m"):
+    with pytest.raises(ValueError, match="nano, tiny, small, deep, base100m"):
         get_size("huge")
 
 
