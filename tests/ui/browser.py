@@ -30,6 +30,13 @@ CHROMIUM_ARGS = [
 VIEWPORT = {"width": 1400, "height": 1300}  # tall enough for the whole StragglerLab panel
 
 
+#: The notebooks the browser tests run top to bottom through JupyterLab's menus (every cell, with its
+#: small test parameters, failing on any error output): when these tests are part of a session and
+#: chromium is there, tests/notebooks does not execute them a second time (tests/conftest.py).
+NOTEBOOKS_RUN_IN_BROWSER = ("00_welcome.ipynb", "04_layerwise_sync_and_prefetch.ipynb",
+                            "05_pseudo_gradient_penalty.ipynb", "06_stragglers_and_aedit.ipynb")
+
+
 def find_chromium() -> str | None:
     """The system chromium's path, or None when it is not installed."""
     for path in CHROMIUM_CANDIDATES:

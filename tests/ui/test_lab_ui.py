@@ -19,15 +19,13 @@ import pytest
 
 from edit_lab.widgets import FIGURES, StragglerLab
 
+from .browser import NOTEBOOKS_RUN_IN_BROWSER
 from .notebook_page import NotebookPage
 from .readability import VIEWPORTS, check_page
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-WELCOME = "00_welcome.ipynb"
-PREFETCH = "04_layerwise_sync_and_prefetch.ipynb"
-PENALTY = "05_pseudo_gradient_penalty.ipynb"
-STRAGGLERS = "06_stragglers_and_aedit.ipynb"
+WELCOME, PREFETCH, PENALTY, STRAGGLERS = NOTEBOOKS_RUN_IN_BROWSER
 # Generous: the notebooks launch real multi-process runs, and CI machines can be small and busy.
 RUN_ALL_TIMEOUT_S = 600
 PANEL_RUN_TIMEOUT_S = 300
