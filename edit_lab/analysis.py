@@ -27,7 +27,7 @@ from typing import Any, Union
 
 import pandas as pd
 
-from .overlap import LEGEND, Overlap, Split, is_comm
+from .overlap import is_comm
 from .run import Run
 
 RunLike = Union[Run, str, Path]
@@ -40,9 +40,6 @@ EVENT_COLUMNS = ["rank", "replica", "shard", "step", "unit", "kind", "t0", "t1",
 def as_run(run: RunLike) -> Run:
     """A Run from a Run, a run directory or its path."""
     return run if isinstance(run, Run) else Run(run)
-
-
-__all__ = ["LEGEND", "Overlap", "Split", "is_comm"]  # re-exported: the overlap definition, for readers of tables
 
 
 def _step_filter(steps: StepRange) -> tuple[int, int] | None:
@@ -72,11 +69,6 @@ def event_rows(run: RunLike, steps: StepRange = None, ranks: Iterable[int] | Non
             continue
         out.append(e)
     return out
-
-
-def split_of(run: RunLike, ev: dict[str, Any]) -> Split:
-    """Hidden, exposed and other seconds of one event of `run` (all zero for anything not a collective)."""
-    return as_run(run).overlap.split(ev)
 
 
 def events_table(run: RunLike, steps: StepRange = None, ranks: Iterable[int] | None = None,

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 Interval = tuple[float, float]
@@ -130,9 +130,8 @@ NOT_COMM = Split(0.0, 0.0, 0.0, 0.0)
 
 @dataclass
 class _Rank:
-    work: list[Interval]  # work minus blocked, merged
-    blocked: list[Interval]  # waiting on any collective, merged
-    own: dict[int, list[Interval]] = field(default_factory=dict)  # id(comm event) -> its exposed intervals
+    work: list[Interval]  # work minus the moments blocked on a collective, merged
+    own: dict[int, list[Interval]]  # id(comm event) -> its exposed intervals
 
     def __post_init__(self) -> None:
         self.work_ends = [b for _, b in self.work]
@@ -166,6 +165,7 @@ class Overlap:
         by_rank: dict[int, list[Event]] = {}
         for e in events:
             by_rank.setdefault(e["rank"], []).append(e)
+        self._events = by_rank  # keeps the events alive: their id()s key the splits below
         self._ranks: dict[int, _Rank] = {}
         self._splits: dict[int, Split] = {}
         for rank, evs in by_rank.items():
@@ -179,7 +179,7 @@ class Overlap:
             blocked = merge([iv for ivs in own.values() for iv in ivs]
                             + [(e["t0"], e["t1"]) for e in evs if e["kind"] == "wait"])
             work = subtract(merge((e["t0"], e["t1"]) for e in evs if e["kind"] in WORK_KINDS), blocked)
-            state = _Rank(work, blocked, own)
+            state = _Rank(work, own)
             self._ranks[rank] = state
             for e in comm:
                 self._splits[id(e)] = self._cut(e, state)

@@ -90,9 +90,10 @@ class RunWriter:
         metrics = merge_metrics([m for r in ranks for m in r["metrics"]])
         write_jsonl(out / "metrics.jsonl", metrics)
         torch.save(state, out / "model.pt")
-        summary = summarize(cfg, ranks, metrics, self.start_unix)
+        overlap = Overlap(events_all)  # one split of every collective, for the summary and the trace
+        summary = summarize(cfg, ranks, metrics, self.start_unix, overlap)
         (out / "summary.json").write_text(json.dumps(summary, indent=2))
-        (out / "trace.json").write_text(json.dumps(chrome_trace(events_all, cfg)))
+        (out / "trace.json").write_text(json.dumps(chrome_trace(events_all, cfg, overlap)))
 
 
 def merge_metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -119,7 +120,8 @@ def merge_metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summarize(cfg: RunConfig, ranks: list[dict[str, Any]], metrics: list[dict[str, Any]],
-              start_unix: float) -> dict[str, Any]:
+              start_unix: float, overlap: Overlap) -> dict[str, Any]:
+    """summary.json; `overlap` splits the collectives of every rank's events (the very same dicts)."""
     train = [m for m in metrics if m["kind"] == "train" and not m.get("carried")]  # this session's steps
     evals = [m for m in metrics if m["kind"] == "eval"]
     wall = max((m["t"] for m in train), default=0.0)
@@ -130,9 +132,9 @@ def summarize(cfg: RunConfig, ranks: list[dict[str, Any]], metrics: list[dict[st
         end = max((m["t"] for m in mine), default=0.0)
         # time the replica waited on cross-replica communication (its shard-0 rank speaks for it);
         # overlap.py's "exposed", each instant once
-        mine_ev = [e for rk in ranks for e in rk["events"] if e["replica"] == r and e["shard"] == 0]
-        sync_comm = [e for e in mine_ev if e["group"] == "sync" and is_comm(e["kind"], e["group"])]
-        blocked = Overlap(mine_ev).rank_totals(sync_comm)
+        sync_comm = [e for rk in ranks for e in rk["events"] if e["replica"] == r and e["shard"] == 0
+                     and e["group"] == "sync" and is_comm(e["kind"], e["group"])]
+        blocked = overlap.rank_totals(sync_comm)
         per_replica[r] = {
             "tokens": tokens,
             "steps": len(mine),

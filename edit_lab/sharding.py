@@ -158,8 +158,7 @@ class ShardedModel:
         self._held: dict[int, _Held] = {}  # units gathered by this training step's forward
         self._ag_pending: dict[int, Handle] = {}  # backward re-gathers in flight
         self._fwd_pending: dict[int, tuple[Handle, torch.Tensor]] = {}  # forward all-gathers issued early
-        self.gathered_bytes = 0  # full-parameter bytes alive now (training forward/backward)
-        self.peak_gathered_bytes = 0  # the most ever alive at once
+        self.peak_gathered_bytes = 0  # the most full-parameter bytes ever alive at once (training steps)
 
     # ------------------------------------------------------------------ facts
     def shard_numel(self) -> int:
@@ -172,25 +171,22 @@ class ShardedModel:
         return ["root"] + [f"block{i}" for i in range(self.n_units - 1)]
 
     # ------------------------------------------------------------------ collectives on units
+    def _issue_gather(self, unit: int, shard: torch.Tensor, async_op: bool) -> tuple[Handle, torch.Tensor]:
+        """The forward all-gather of a unit into a fresh full buffer: (its handle, the buffer)."""
+        full = torch.empty(self.layouts[unit].padded, dtype=shard.dtype, device=shard.device)
+        h = self.comm.all_gather(full, shard.detach(), group="shard", kind="all_gather", unit=unit, async_op=async_op)
+        return h, full
+
     def gather(self, unit: int, shard: torch.Tensor) -> torch.Tensor:
         """The unit's full parameters: the forward-prefetched all-gather if one is in flight, else a blocking one."""
-        ahead = self._fwd_pending.pop(unit, None)
-        if ahead is not None:
-            h, full = ahead
-            h.wait()
-            return full
-        lay = self.layouts[unit]
-        full = torch.empty(lay.padded, dtype=shard.dtype, device=shard.device)
-        self.comm.all_gather(full, shard.detach(), group="shard", kind="all_gather", unit=unit)
+        h, full = self._fwd_pending.pop(unit, None) or self._issue_gather(unit, shard, async_op=False)
+        h.wait()  # returns at once for a blocking one
         return full
 
     def _gather_ahead(self, unit: int, shard: torch.Tensor) -> None:
         """Forward prefetch, as FSDP2 does: issue unit's all-gather now, so it travels while the unit before
         it computes. Only called once nothing can change the unit's shard before its turn (see forward)."""
-        lay = self.layouts[unit]
-        full = torch.empty(lay.padded, dtype=shard.dtype, device=shard.device)
-        h = self.comm.all_gather(full, shard.detach(), group="shard", kind="all_gather", unit=unit, async_op=True)
-        self._fwd_pending[unit] = (h, full)
+        self._fwd_pending[unit] = self._issue_gather(unit, shard, async_op=True)
         self._count()
 
     def _reduce_scatter_grad(self, unit: int, grad_full: torch.Tensor) -> None:
@@ -205,9 +201,10 @@ class ShardedModel:
         return self.reshard_after_forward and unit >= 1
 
     def _count(self) -> None:
-        self.gathered_bytes = (sum(h.storage.nbytes() for h in self._held.values())
-                               + sum(full.untyped_storage().nbytes() for _, full in self._fwd_pending.values()))
-        self.peak_gathered_bytes = max(self.peak_gathered_bytes, self.gathered_bytes)
+        """Update the peak with the full-parameter bytes alive now (held units and forward prefetches)."""
+        alive = (sum(h.storage.nbytes() for h in self._held.values())
+                 + sum(full.untyped_storage().nbytes() for _, full in self._fwd_pending.values()))
+        self.peak_gathered_bytes = max(self.peak_gathered_bytes, alive)
 
     def _hold(self, unit: int, full: torch.Tensor, shard: torch.Tensor) -> None:
         with torch.no_grad():
@@ -263,10 +260,10 @@ class ShardedModel:
             self._held, self._ag_pending = {}, {}
             self._count()
 
-        may_early = getattr(hooks, "may_gather_early", None) if hooks is not None else (lambda unit: True)
+        may_early = hooks.may_gather_early if hooks is not None else (lambda unit: True)
 
         def gather_next(unit: int) -> None:
-            if unit < self.n_units and may_early is not None and may_early(unit):
+            if unit < self.n_units and may_early(unit):
                 self._gather_ahead(unit, shards[unit])
 
         def at_output(h: torch.Tensor, unit: int) -> None:

@@ -98,17 +98,9 @@ class FigurePane(W.Output):
         self.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
 
 
-def show_figure(target: go.FigureWidget | FigurePane, fig: go.Figure) -> None:
-    """Replace everything a FigurePane (or a FigureWidget) shows by `fig` in one update."""
-    if isinstance(target, FigurePane):
-        target.show(fig)
-        return
-    with target.batch_update():
-        target.data = ()
-        target.add_traces(list(fig.data))
-        target.layout = fig.layout
-        # drawn at its container's width when it is first shown (a FigureWidget is not resized later)
-        target.layout.autosize, target.layout.width = True, None
+def show_figure(target: FigurePane, fig: go.Figure) -> None:
+    """Replace what a FigurePane shows by `fig` in one update (the notebooks' and panels' redraw)."""
+    target.show(fig)
 
 
 class StragglerLab:

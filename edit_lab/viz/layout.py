@@ -99,6 +99,13 @@ def legend_below(title: str | None = None, **extra) -> dict:
     return legend
 
 
+def keep_corner_ticks_apart(fig, px: int = 4) -> None:
+    """A little air between every axis and its tick labels, so where two axes meet (step 0 of one, the
+    lowest value of the other) their labels do not touch in the corner."""
+    fig.update_xaxes(ticklabelstandoff=px)
+    fig.update_yaxes(ticklabelstandoff=px)
+
+
 def top_margin(title: str, extra: int = 30) -> int:
     """The top margin (px) a wrapped title needs: ~24 px per title line, ~17 per subtitle line, plus `extra`
     (room for the subplot titles or the annotations above the plot)."""

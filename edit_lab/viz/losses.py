@@ -15,7 +15,7 @@ from plotly.subplots import make_subplots
 
 from ..analysis import RunLike, as_runs, eval_table, metrics_table, run_labels
 from .colors import replica_color, run_colors
-from .layout import SUBPLOT_TITLE_PX, legend_below, title_layout, title_text, top_margin
+from .layout import SUBPLOT_TITLE_PX, keep_corner_ticks_apart, legend_below, title_layout, title_text, top_margin
 
 
 def loss_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None = None,
@@ -56,9 +56,7 @@ def loss_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None 
     fig.update_xaxes(title_text="inner step", row=1, col=1)
     fig.update_xaxes(title_text="seconds since the start", row=1, col=2)
     fig.update_yaxes(title_text="cross-entropy loss (nats/token)", row=1, col=1)
-    # a little air between the axes' tick labels, so the lowest loss and step 0 do not touch in the corner
-    fig.update_xaxes(ticklabelstandoff=4)
-    fig.update_yaxes(ticklabelstandoff=4)
+    keep_corner_ticks_apart(fig)
     head = title or ("Loss: " + (names[0] if len(names) == 1 else f"{len(names)} runs"))
     text = title_text(head, "lines: training loss (mean over replicas); dashed with markers: validation loss")
     fig.update_annotations(font_size=SUBPLOT_TITLE_PX)  # the subplot titles

@@ -21,7 +21,7 @@ from plotly.subplots import make_subplots
 
 from ..analysis import RunLike, as_run, penalty_table, run_label
 from .colors import EXPOSED, replica_color
-from .layout import SUBPLOT_TITLE_PX, legend_below, title_layout, title_text, top_margin
+from .layout import SUBPLOT_TITLE_PX, keep_corner_ticks_apart, legend_below, title_layout, title_text, top_margin
 
 ROW_TITLES = ("G = ‖Δ‖", "z vs δ·factor", "weight", "clip factor")
 
@@ -124,9 +124,7 @@ def penalty_figure(run: RunLike, units: Iterable[int] | None = None, title: str 
     for row, label in enumerate(ROW_TITLES, start=1):
         fig.update_yaxes(title_text=label, row=row, col=1, title_font=dict(size=11))
     fig.update_yaxes(range=[0, 1.05], row=3)
-    # a little air between the axes' tick labels, so the first sync and a 0 do not touch in the corner
-    fig.update_xaxes(ticklabelstandoff=4)
-    fig.update_yaxes(ticklabelstandoff=4)
+    keep_corner_ticks_apart(fig)
     note = f" (z above {z_cap:.3g} drawn at the top edge, ▲)" if z_cap and (df["z"] > z_cap).any() else ""
     text = title_text(head, f"one column per unit; red ✕ = outlier, its Δ is zeroed and weighs 0{note}")
     fig.update_annotations(font_size=SUBPLOT_TITLE_PX)  # the column titles

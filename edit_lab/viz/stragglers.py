@@ -18,7 +18,8 @@ from plotly.subplots import make_subplots
 
 from ..analysis import RunLike, as_runs, replica_table, rounds_table, run_labels
 from .colors import replica_color, run_colors
-from .layout import SUBPLOT_TITLE_PX, legend_below, tick_labels, title_layout, title_text, top_margin
+from .layout import (SUBPLOT_TITLE_PX, keep_corner_ticks_apart, legend_below, tick_labels, title_layout,
+                     title_text, top_margin)
 
 DASHES = ("solid", "dot", "dash", "dashdot", "longdash")
 HEIGHT = 820
@@ -101,8 +102,7 @@ def straggler_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | 
     for row, col in ((1, 1), (1, 2), (2, 1)):
         fig.update_xaxes(tickmode="array", tickvals=names, ticktext=tick_labels(names), tickangle=0,
                          tickfont=dict(size=11), row=row, col=col)
-    fig.update_xaxes(ticklabelstandoff=4)  # air between the axes' tick labels: round 0 and 0 steps do not touch
-    fig.update_yaxes(ticklabelstandoff=4)
+    keep_corner_ticks_apart(fig)
     fig.update_annotations(font_size=SUBPLOT_TITLE_PX)  # the subplot titles
     head = title or ("Stragglers: " + (names[0] if len(names) == 1 else f"{len(names)} runs"))
     sub = ("capacity bound = Σ over replicas of tokens/s at the replica's own pace (time blocked on the sync "
