@@ -158,17 +158,20 @@ def metrics_table(run: RunLike) -> pd.DataFrame:
 
 
 def eval_table(run: RunLike) -> pd.DataFrame:
-    """Validation rows: step, val_loss, spread over replicas, and t (end of the eval on rank 0, if recorded)."""
+    """Validation rows in time order: step (the most any replica had reached), val_loss, its spread over the
+    replicas, t (end of the eval on rank 0), at_s (the scheduled time of a timed validation, else NaN) and
+    final (the validation after the last sync)."""
     r = as_run(run)
     # one eval span per evaluation on every rank; the span carries the training step it followed, the
     # metric the step count after it, so they are matched by order rather than by step
     times = sorted(e["t1"] for e in r.events if e["kind"] == "eval" and e["rank"] == 0)
-    evals = sorted((m for m in r.metrics if m["kind"] == "eval"), key=lambda m: m["step"])
+    evals = sorted((m for m in r.metrics if m["kind"] == "eval"), key=lambda m: (m.get("t", 0.0), m["step"]))
     if len(times) != len(evals):
-        times = [None] * len(evals)  # type: ignore[list-item]
-    rows = [{"step": m["step"], "val_loss": m["val_loss"], "val_loss_spread": m.get("val_loss_spread"), "t": t}
+        times = [m.get("t") for m in evals]  # type: ignore[misc]
+    rows = [{"step": m["step"], "val_loss": m["val_loss"], "val_loss_spread": m.get("val_loss_spread"), "t": t,
+             "at_s": m.get("at_s", float("nan")), "final": bool(m.get("final", False))}
             for m, t in zip(evals, times)]
-    return pd.DataFrame(rows, columns=["step", "val_loss", "val_loss_spread", "t"])
+    return pd.DataFrame(rows, columns=["step", "val_loss", "val_loss_spread", "t", "at_s", "final"])
 
 
 def penalty_table(run: RunLike) -> pd.DataFrame:
@@ -255,6 +258,43 @@ def capacity_bound(run: RunLike, from_step: int = 0) -> float:
     """Tokens/s of all replicas together if none ever waited on the sync group (sum of own paces)."""
     t = replica_table(run, from_step)
     return float(t["own_tokens_per_s"].sum()) if len(t) else 0.0
+
+
+def budget_table(runs: dict[str, RunLike]) -> pd.DataFrame:
+    """What each run made of its time (time-budget runs, edit-method.md §12), one row per run:
+
+    - `val_loss`: validation loss of the agreed model after the final sync (the run's last validation);
+    - `train_end_s`: when the final sync ended; `tokens`: every replica's tokens, every step;
+    - `steps`: each replica's step count; `fast_step_share`: replica 0's share of all steps;
+    - `fast_weight`: replica 0's mean aggregation weight over the syncs and units (EDiT and A-EDiT:
+      the penalty's softmax, mixed with the step shares when step weighting is on; NaN otherwise).
+      Far below `fast_step_share`, replica 0's extra steps barely reach the model;
+    - `discarded_tokens`: tokens of the rounds the anomaly filter rejected (a flagged replica and unit
+      counts its whole round once per unit, divided by the number of units).
+    """
+    rows = []
+    for name, run in runs.items():
+        r = as_run(run)
+        s, cfg = r.summary, r.config
+        steps = [int(v["steps"]) for _, v in sorted(s["per_replica"].items(), key=lambda kv: int(kv[0]))]
+        pen = r.penalty
+        weights = [p["weight"] for p in pen if p["replica"] == 0]
+        tokens_per_step = cfg.shards * cfg.batch_size * cfg.seq_len
+        discarded = 0.0
+        if pen:
+            units = len({p["unit"] for p in pen})
+            # the round a sync at step s judged is the one that ended at s
+            ended = {(int(x.replica), int(x.end_step)): int(x.local_steps) for x in rounds_table(r).itertuples()}
+            for p in pen:
+                if p["outlier"]:
+                    k = ended.get((p["replica"], p["step"]), cfg.sync_interval)
+                    discarded += k * tokens_per_step / units
+        rows.append({"run": name, "val_loss": s.get("final_val_loss"), "train_end_s": s.get("train_end_s"),
+                     "tokens": s["tokens"], "steps": steps,
+                     "fast_step_share": steps[0] / sum(steps) if sum(steps) else float("nan"),
+                     "fast_weight": sum(weights) / len(weights) if weights else float("nan"),
+                     "discarded_tokens": discarded})
+    return pd.DataFrame(rows).set_index("run")
 
 
 def rounds_table(run: RunLike) -> pd.DataFrame:

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from datetime import datetime
 from pathlib import Path
 
@@ -200,7 +201,8 @@ def launch(cfg: RunConfig, stall_timeout_s: float | None = None) -> Run:
         if cfg.progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=cfg.steps, desc=f"{cfg.method} {cfg.shards}×{cfg.replicas}", unit="step", leave=False)
+            total, unit = (int(cfg.time_budget), "s") if cfg.time_budget else (cfg.steps, "step")
+            bar = tqdm(total=total, desc=f"{cfg.method} {cfg.shards}×{cfg.replicas}", unit=unit, leave=False)
         last_change, last_step = time.monotonic(), -1
         while True:
             codes = [p.poll() for p in procs]
@@ -226,4 +228,24 @@ def launch(cfg: RunConfig, stall_timeout_s: float | None = None) -> Run:
     finally:
         if bar is not None:
             bar.close()
-    return Run(out)
+    run = Run(out)
+    note = readmission_note(run.summary, run.path)
+    if note:
+        warnings.warn(note, stacklevel=2)
+    return run
+
+
+def readmission_note(summary: dict, path: Path | str) -> str | None:
+    """One line for a run whose anomaly detector re-admitted outliers (edit-method.md D10), else None.
+
+    A re-admission accepts a norm the detector called an outlier K times in a row, because a level that
+    stays cannot be told from a new normal; the user should know it happened, and where to look.
+    """
+    seen = (summary.get("method_info") or {}).get("penalty_readmissions") or []
+    if not seen:
+        return None
+    where = ", ".join(f"step {r['step']} unit {r['unit']} replica {r['replica']}" for r in seen[:3])
+    more = f" and {len(seen) - 3} more" if len(seen) > 3 else ""
+    return (f"the penalty's anomaly detector re-admitted {len(seen)} outlier(s) after penalty_readmit_after "
+            f"consecutive flags and re-armed ({where}{more}): the norm stayed high, so it is taken as the new "
+            f"level; see `readmitted` in {Path(path) / 'penalty.jsonl'}")

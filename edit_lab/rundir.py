@@ -68,6 +68,7 @@ class RunWriter:
             "metrics": t.metrics,
             "memory": memory_report(t),
             "method": t.method.summary() if hasattr(t.method, "summary") else {},
+            "train_end_s": t.train_end_s,
         }
         gathered: list[Any] | None = [None] * t.mesh.world_size if t.mesh.rank == 0 else None
         dist.gather_object(mine, gathered, dst=0)
@@ -96,26 +97,44 @@ class RunWriter:
         (out / "trace.json").write_text(json.dumps(chrome_trace(events_all, cfg, overlap)))
 
 
+def eval_key(m: dict[str, Any]) -> tuple:
+    """Which rows of the ranks are one validation: a timed one by its scheduled time (the replicas may be at
+    different steps then), the final one by itself, any other by its step."""
+    if m.get("final"):
+        return (2, 0.0)
+    if m.get("at_s") is not None:
+        return (1, float(m["at_s"]))
+    return (0, float(m["step"]))
+
+
 def merge_metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per (step, replica): the mean loss over the replica's shards, their tokens, the latest time."""
+    """Per (step, replica): the mean loss over the replica's shards, their tokens, the latest time.
+
+    Validation rows: one per validation (see `eval_key`), the mean over every rank, their spread, the
+    latest time, and `step` the largest step any replica had reached (with a time budget they differ).
+    """
     train: dict[tuple[int, int], list[dict[str, Any]]] = defaultdict(list)
-    evals: dict[int, list[float]] = defaultdict(list)
-    eval_t: dict[int, float] = defaultdict(float)
+    evals: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for m in rows:
         if m["kind"] == "train":
             train[(m["step"], m["replica"])].append(m)
         else:
-            evals[m["step"]].append(m["val_loss"])
-            eval_t[m["step"]] = max(eval_t[m["step"]], m["t"])
+            evals[eval_key(m)].append(m)
     out: list[dict[str, Any]] = []
     for (step, replica), ms in sorted(train.items()):
         out.append({"kind": "train", "step": step, "replica": replica,
                     "loss": sum(m["loss"] for m in ms) / len(ms), "tokens": sum(m["tokens"] for m in ms),
                     "t": max(m["t"] for m in ms), "dt": max(m["dt"] for m in ms),
                     "carried": any(m.get("carried", False) for m in ms)})
-    for step, vals in sorted(evals.items()):
-        out.append({"kind": "eval", "step": step, "val_loss": sum(vals) / len(vals),
-                    "val_loss_spread": max(vals) - min(vals), "t": eval_t[step]})
+    for key, ms in sorted(evals.items(), key=lambda kv: (max(m["t"] for m in kv[1]), kv[0])):
+        vals = [m["val_loss"] for m in ms]
+        row = {"kind": "eval", "step": max(m["step"] for m in ms), "val_loss": sum(vals) / len(vals),
+               "val_loss_spread": max(vals) - min(vals), "t": max(m["t"] for m in ms)}
+        if key[0] == 1:
+            row["at_s"] = key[1]
+        if key[0] == 2:
+            row["final"] = True
+        out.append(row)
     return out
 
 
@@ -144,17 +163,22 @@ def summarize(cfg: RunConfig, ranks: list[dict[str, Any]], metrics: list[dict[st
         }
     total_tokens = sum(v["tokens"] for v in per_replica.values())
     method_info = next((r["method"] for r in ranks if r["rank"] == 0), {})
+    # with a time budget the replicas ran different step counts: `steps` is the most any replica ran
+    steps = max((v["steps"] for v in per_replica.values()), default=0) if cfg.time_budget else cfg.steps
+    ends = [r.get("train_end_s") for r in ranks if r.get("train_end_s") is not None]
     return {
         "method": cfg.method,
         "shards": cfg.shards,
         "replicas": cfg.replicas,
-        "steps": cfg.steps,
+        "steps": steps,
+        "time_budget_s": cfg.time_budget,
+        "train_end_s": max(ends) if ends else None,
         "model": cfg.model,
         "start_unix": start_unix,
         "wall_s": wall,
         "tokens": total_tokens,
         "tokens_per_s": total_tokens / wall if wall > 0 else 0.0,
-        "step_time_s": wall / cfg.steps if cfg.steps else 0.0,
+        "step_time_s": wall / steps if steps else 0.0,
         "final_val_loss": evals[-1]["val_loss"] if evals else None,
         "final_train_loss": sum(v["final_train_loss"] or 0.0 for v in per_replica.values()) / cfg.replicas,
         "per_replica": {str(k): v for k, v in per_replica.items()},

@@ -35,13 +35,15 @@ from .run import Run
 from .viz.layout import short_run_labels
 from .viz.losses import loss_figure
 from .viz.penalty import empty_figure, penalty_figure
+from .viz.rounds import rounds_figure
 from .viz.stragglers import straggler_figure
 from .viz.timeline import timeline_figure
 
 METHOD_ORDER = ("sync", "post_local_sgd", "diloco", "co2", "edit", "aedit")
 BANDWIDTHS = (("unlimited", 0.0), ("1000 MB/s", 1000.0), ("100 MB/s", 100.0), ("20 MB/s", 20.0),
               ("5 MB/s", 5.0), ("1 MB/s", 1.0))
-FIGURES = ("timeline", "stragglers", "loss", "penalty")
+FIGURES = ("timeline", "stragglers", "rounds", "loss", "penalty")
+ROUNDS_SHOWN = 3  # runs stacked in the rounds tab (each adds a panel of one row per replica)
 
 
 def available_methods() -> list[str]:
@@ -51,10 +53,12 @@ def available_methods() -> list[str]:
 
 
 def default_lab_config() -> RunConfig:
-    """A 2×2 run of the nano model that takes seconds on a laptop: enough steps for a few syncs."""
+    """A 2×2 run of the nano model that takes seconds on a laptop: enough steps for a few syncs.
+
+    The penalty keeps RunConfig's defaults, measured on this very configuration (edit-method.md D10).
+    """
     return RunConfig(method="sync", shards=2, replicas=2, steps=24, model="nano", seq_len=32, batch_size=4,
-                     eval_every=0, eval_batches=2, warmup_steps=4, sync_interval=4, penalty_arming=3,
-                     progress=False)
+                     eval_every=0, eval_batches=2, warmup_steps=4, sync_interval=4, progress=False)
 
 
 def _failure(e: BaseException, limit: int = 600) -> str:
@@ -158,6 +162,10 @@ class StragglerLab:
         self.penalty_clip = W.Checkbox(value=b.penalty_clip, description="penalty: clip", **check)
         self.steps = W.IntSlider(value=b.steps, min=2, max=max(200, b.steps), description="steps", style=style,
                                  layout=layout)
+        # 0: train `steps` steps; otherwise every replica trains as many steps as fit (edit-method.md §12)
+        self.time_budget = W.FloatSlider(value=b.time_budget, min=0.0, max=max(60.0, b.time_budget), step=1.0,
+                                         description="time budget (s)", style=style, layout=layout,
+                                         tooltip="0: train `steps` steps; > 0: train for this many seconds")
         self.button = W.Button(description="Run", button_style="primary", icon="play",
                                tooltip="launch a real run with these settings")
         self.progress = W.IntProgress(value=0, min=0, max=b.steps, description="",
@@ -174,7 +182,7 @@ class StragglerLab:
         # the columns wrap onto the next row where the notebook is narrow, instead of leaving the view
         controls = W.HBox([
             W.VBox([self.method, self.steps, self.sync_interval, self.sync_period, self.prefetch], **column),
-            W.VBox([self.slow_factor, self.pause_prob, self.pause_ms], **column),
+            W.VBox([self.time_budget, self.slow_factor, self.pause_prob, self.pause_ms], **column),
             W.VBox([self.bandwidth, self.latency_ms, self.penalty_anomaly, self.penalty_weighting,
                     self.penalty_clip], **column),
         ], layout=W.Layout(flex_flow="row wrap", width="100%", overflow="visible"))
@@ -190,7 +198,8 @@ class StragglerLab:
     # ------------------------------------------------------------ configuration
     def controls(self) -> dict[str, W.Widget]:
         """Every control by name (the names `set()` accepts)."""
-        names = ("method", "steps", "sync_interval", "sync_period", "prefetch", "slow_factor", "pause_prob", "pause_ms",
+        names = ("method", "steps", "time_budget", "sync_interval", "sync_period", "prefetch", "slow_factor",
+                 "pause_prob", "pause_ms",
                  "bandwidth", "latency_ms", "penalty_anomaly", "penalty_weighting", "penalty_clip")
         return {n: getattr(self, n) for n in names}
 
@@ -208,7 +217,8 @@ class StragglerLab:
         b = self.base
         slow = self.slow_factor.value > 1.0
         return b.replace(
-            method=self.method.value, steps=int(self.steps.value), sync_interval=int(self.sync_interval.value),
+            method=self.method.value, steps=int(self.steps.value), time_budget=float(self.time_budget.value),
+            sync_interval=int(self.sync_interval.value),
             sync_period=float(self.sync_period.value), prefetch=bool(self.prefetch.value),
             straggler_replicas=(b.replicas - 1,) if slow else (), straggler_factor=float(self.slow_factor.value),
             random_pause_prob=float(self.pause_prob.value), random_pause_ms=float(self.pause_ms.value),
@@ -226,8 +236,10 @@ class StragglerLab:
         cfg = cfg.replace(out=str(out))
         cfg.validate()
         self.button.disabled = True
-        self.progress.max, self.progress.value, self.progress.bar_style = cfg.steps, 0, "info"
-        self.status.value = f"running {cfg.method} {cfg.shards}×{cfg.replicas} for {cfg.steps} steps…"
+        total = int(cfg.time_budget) if cfg.time_budget else cfg.steps  # the progress file counts s or steps
+        self.progress.max, self.progress.value, self.progress.bar_style = total, 0, "info"
+        length = f"{cfg.time_budget:g} s" if cfg.time_budget else f"{cfg.steps} steps"
+        self.status.value = f"running {cfg.method} {cfg.shards}×{cfg.replicas} for {length}…"
         # The run itself stays on this thread, so an interrupt (the notebook's stop button) reaches the
         # launcher, which then ends every worker; a helper thread only follows the progress file.
         done = threading.Event()
@@ -243,7 +255,7 @@ class StragglerLab:
             done.set()
             follower.join()
             self.button.disabled = False
-        self.progress.value, self.progress.bar_style = cfg.steps, "success"
+        self.progress.value, self.progress.bar_style = total, "success"
         self.history = (self.history + [run])[-self.keep:]
         self.last_run = run
         self.draw()
@@ -282,6 +294,7 @@ class StragglerLab:
         self._set("timeline", timeline_figure(last, steps=sync_window(last)))
         labels = short_run_labels(self.history)  # two presses with the same settings: '#1', '#2'
         self._set("stragglers", straggler_figure(self.history, labels=labels))
+        self._set("rounds", rounds_figure(self.history[-ROUNDS_SHOWN:], labels=labels[-ROUNDS_SHOWN:]))
         self._set("loss", loss_figure(self.history, labels=labels))
         self._set("penalty", penalty_figure(last))
 

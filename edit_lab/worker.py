@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import datetime
+import math
 import os
 import signal
 import sys
@@ -105,6 +106,7 @@ class Trainer:
         self.metrics: list[dict] = []
         self.start_step = 0
         self.syncs_done = 0
+        self.train_end_s: float | None = None
         self._checkpoint_due: int | None = None
         self.method.on_synced = self.after_sync
         if cfg.resume:
@@ -201,28 +203,61 @@ class Trainer:
         return value
 
     @torch.no_grad()
-    def evaluate(self, step: int) -> float:
+    def evaluate(self, step: int, at_s: float | None = None, final: bool = False) -> float:
+        """Validation loss of the model the replicas agree on (`Method.eval_shards`).
+
+        `at_s`: the scheduled time of a timed validation (`eval_every_s`), recorded so that rows of
+        replicas that were at different steps at that moment are merged by time, not by step.
+        """
         with self.log.span("eval"):
             shards = self.method.eval_shards()
             losses = [float(self.engine.forward(x.to(self.device), y.to(self.device), shards=shards, grad=False))
                       for x, y in self.val]
         value = sum(losses) / len(losses)
         self.log.resolve()
-        self.metrics.append({"kind": "eval", "step": step, "rank": self.mesh.rank, "replica": self.mesh.replica,
-                             "shard": self.mesh.shard, "val_loss": value, "t": self.log.clock.now()})
+        row = {"kind": "eval", "step": step, "rank": self.mesh.rank, "replica": self.mesh.replica,
+               "shard": self.mesh.shard, "val_loss": value, "t": self.log.clock.now()}
+        if at_s is not None:
+            row["at_s"] = at_s
+        if final:
+            row["final"] = True
+        self.metrics.append(row)
         return value
 
     def run(self, progress: "ProgressFile | None" = None) -> None:
+        """Train `steps` steps, or, with a time budget, until the budget is spent (edit-method.md §12).
+
+        With a time budget every replica trains as many steps as its speed allows: at each step start the
+        replica's clock (agreed over its shard group) is compared with the budget, and `Method.stop_here`
+        decides, with the other replicas where the method needs it, whether to stop. `finalize` then ends
+        with one sync every replica takes part in. Timed validations (`eval_every_s`) run at the first step
+        start at or after each multiple of the period.
+        """
         cfg = self.cfg
-        for step in range(self.start_step, cfg.steps):
+        budget, every_s = cfg.time_budget, cfg.eval_every_s
+        next_eval = every_s if every_s > 0 else math.inf
+        step = self.start_step
+        while True:
+            t = self.method.replica_clock() if (budget or every_s) else 0.0
+            if budget:
+                if self.method.stop_here(step, t >= budget):
+                    break
+            elif step >= cfg.steps:
+                break
+            if t >= next_eval:
+                self.evaluate(step, at_s=next_eval)
+                while next_eval <= t:
+                    next_eval += every_s
             self.train_step(step)
-            if cfg.eval_every and (step + 1) % cfg.eval_every == 0 and step + 1 < cfg.steps:
-                self.evaluate(step + 1)
+            step += 1
+            if not budget and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+                self.evaluate(step)
             if progress is not None:
-                progress.write(step + 1, cfg.steps)
-        self.log.step = cfg.steps
-        self.method.finalize(cfg.steps)
-        self.evaluate(cfg.steps)
+                progress.write(*((int(t), int(budget)) if budget else (step, cfg.steps)))
+        self.log.step = step
+        self.method.finalize(step)
+        self.train_end_s = self.log.clock.now()  # the final sync is done: the end of training
+        self.evaluate(step, final=True)
 
 
 class ProgressFile:

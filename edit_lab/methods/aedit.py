@@ -179,16 +179,11 @@ class AEDiTMethod(EDiTMethod):
         Called at the anchor step W (or the first step of a resumed run), which every rank reaches exactly
         once, so this small exchange pairs up like any other collective.
         """
-        mine = torch.tensor([self.replica_clock()], dtype=torch.float64)
-        everyone = torch.zeros(self.mesh.replicas, dtype=torch.float64)
+        dev = self.engine.device
+        mine = torch.tensor([self.replica_clock()], dtype=torch.float64, device=dev)
+        everyone = torch.zeros(self.mesh.replicas, dtype=torch.float64, device=dev)
         self.comm.all_gather(everyone, mine, group="sync", kind="timer_start")
         self.timer.start(float(everyone.max()))
-
-    def replica_clock(self) -> float:
-        """Mean over the shard group of the ranks' clocks: every rank of the replica gets the same value."""
-        t = torch.tensor([self.log.clock.now()], dtype=torch.float64)
-        self.comm.all_reduce(t, group="shard", kind="clock")
-        return float(t) / self.mesh.shards
 
     def should_sync(self, step: int) -> bool:
         if not self.timer.running:  # a resumed run whose first step is not its last sync step
@@ -203,11 +198,12 @@ class AEDiTMethod(EDiTMethod):
         """The blocking step-count exchange over the sync group; returns whether to sync now."""
         assert self.last_sync_step is not None and self.last_meeting_step is not None
         R = self.mesh.replicas
+        dev = self.engine.device
         mine = torch.tensor([step - self.last_sync_step, step - self.last_meeting_step, t, float(done), step],
-                            dtype=torch.float64)
-        everyone = torch.zeros(R * len(MEETING_FIELDS), dtype=torch.float64)
+                            dtype=torch.float64, device=dev)
+        everyone = torch.zeros(R * len(MEETING_FIELDS), dtype=torch.float64, device=dev)
         self.comm.all_gather(everyone, mine, group="sync", kind="step_count")
-        m = Meeting.from_rows(everyone.reshape(R, len(MEETING_FIELDS)).tolist())
+        m = Meeting.from_rows(everyone.reshape(R, len(MEETING_FIELDS)).cpu().tolist())
         sync = decide_sync(m.total, self.cfg.min_sync_steps, m.all_done)
         self.timer.restart(m.restart_time)
         self.last_meeting_step = step
@@ -228,6 +224,13 @@ class AEDiTMethod(EDiTMethod):
         self.weights = [active_weights(w, k) for w in self.weights]
         if self.cfg.step_weighting:
             self.weights = [mix_step_weights(w, k, self.cfg.step_weight_mix) for w in self.weights]
+
+    def stop_here(self, step: int, spent: bool) -> bool:
+        """After warm-up no exchange is needed: a replica whose budget is spent goes to `finalize`, whose
+        meetings (flagged done) pair up with the others' timed meetings (see the module docstring)."""
+        if self.outer is None:
+            return super().stop_here(step, spent)
+        return spent
 
     def finalize(self, step: int) -> None:
         """This replica has run all its steps; meet (flagged done) until every replica has.

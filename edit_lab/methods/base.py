@@ -54,6 +54,32 @@ class Method:
     def finalize(self, step: int) -> None:
         """End of training: leave every replica holding the model they agree on."""
 
+    # ---------------------------------------------------------------- time budgets (edit-method.md §12)
+    def replica_clock(self) -> float:
+        """Mean over the shard group of the ranks' clocks: every rank of the replica gets the same value.
+
+        Decisions taken from the clock (A-EDiT's meetings, the end of a time budget, a timed validation)
+        must be the same on every rank of a replica, or its ranks would issue different collectives.
+        """
+        t = torch.tensor([self.log.clock.now()], dtype=torch.float64, device=self.engine.device)
+        self.comm.all_reduce(t, group="shard", kind="clock")
+        return float(t) / self.mesh.shards
+
+    def stop_here(self, step: int, spent: bool) -> bool:
+        """Time-budget runs: should this replica stop before training `step`? `spent`: its budget is.
+
+        Replicas that run in lockstep (synchronous training, and the warm-up of every method) must stop at
+        the same step, so they agree with one tiny exchange over the sync group (kind 'stop_check'): the
+        first replica whose budget is spent stops everyone.
+        """
+        return self.any_replica(spent)
+
+    def any_replica(self, flag: bool) -> bool:
+        """True when `flag` is set on any replica (a sum over the sync group; 0 or 1 per replica)."""
+        t = torch.tensor([float(flag)], dtype=torch.float64, device=self.engine.device)
+        self.comm.all_reduce(t, group="sync", kind="stop_check")
+        return float(t) > 0.0
+
     def eval_shards(self) -> list[torch.Tensor]:
         """The parameters to evaluate: the model every replica agrees on."""
         return list(self.engine.shards)

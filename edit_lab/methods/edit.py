@@ -32,8 +32,15 @@ import torch
 
 from ..comm import Handle
 from ..norms import squared_norm
-from ..penalty import AnomalyDetector, PenaltyConfig, all_anomalous, clip_factor, softmax_weights
+from ..penalty import (AnomalyDetector, PenaltyConfig, all_anomalous, clip_factor, every_replica_flagged,
+                       softmax_weights)
 from .local_sgd import LocalSGDMethod, is_sync_step
+
+
+#: What each replica shares per unit at the start of a sync (one all-gather, kind 'sync_decisions'):
+#: its norm G, the detector's z and threshold, the outlier flag, re-admitted (set after the gather, D10),
+#: and k, its local steps in the round (G/k is what the detector judges, `PenaltyConfig.judged_norm`).
+DECISION_FIELDS = ("G", "z", "threshold", "outlier", "readmitted", "steps")
 
 
 def _finite(x: float) -> float | None:
@@ -42,9 +49,7 @@ def _finite(x: float) -> float | None:
 
 
 def penalty_config(cfg) -> PenaltyConfig:
-    return PenaltyConfig(anomaly=cfg.penalty_anomaly, weighting=cfg.penalty_weighting, clip=cfg.penalty_clip,
-                         alpha=cfg.penalty_alpha, arming=cfg.penalty_arming, threshold=cfg.penalty_threshold,
-                         temperature=cfg.penalty_temperature, clip_norm=cfg.penalty_clip_norm)
+    return PenaltyConfig.of(cfg)
 
 
 class EDiTMethod(LocalSGDMethod):
@@ -53,11 +58,11 @@ class EDiTMethod(LocalSGDMethod):
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)
         self.penalty = penalty_config(cfg)
-        self.detectors = [AnomalyDetector(self.penalty.alpha, self.penalty.arming, self.penalty.threshold)
-                          for _ in range(engine.n_units)]
+        self.detectors: list[AnomalyDetector] = [self.penalty.new_detector() for _ in range(engine.n_units)]
         self.syncing = False
         self.weights: list[list[float]] = []  # [unit][replica]
-        self.decisions: torch.Tensor | None = None  # [replica, unit, 4]: G, z, threshold, outlier
+        self.decisions: torch.Tensor | None = None  # [replica, unit, field]: DECISION_FIELDS
+        self.readmissions: list[dict[str, int]] = []  # every re-admission of the run (D10), for summary.json
         self.pending: dict[int, tuple[Handle, torch.Tensor]] = {}
         self.deltas: dict[int, torch.Tensor] = {}  # Δ of the units not yet issued, from stage 1
 
@@ -89,9 +94,16 @@ class EDiTMethod(LocalSGDMethod):
         if unit == self.engine.n_units - 1:
             self.end_sync()
 
+    def stop_here(self, step: int, spent: bool) -> bool:
+        """EDiT's sync point is the start of a sync step, before its forward: the budget exchange goes there."""
+        if (self.outer is not None and not self.stopping and step != self.last_sync_step
+                and self.should_sync(step) and not self.go_on(step, spent)):
+            return True
+        return super().stop_here(step, spent)
+
     def finalize(self, step: int) -> None:
         """A last sync outside any forward, so every replica ends on the same model."""
-        if self.outer is None or self.last_sync_step == step:
+        if self.outer is None or not self.final_sync_needed(step):
             return
         self.start_sync(step)
         for unit in range(self.engine.n_units):
@@ -111,23 +123,50 @@ class EDiTMethod(LocalSGDMethod):
         sq = torch.stack([squared_norm(d) for d in self.deltas.values()])
         self.comm.all_reduce(sq, group="shard", kind="sync_norms")
         dev = self.engine.device  # NCCL only moves device tensors
-        mine = torch.zeros(n_units, 4, dtype=torch.float64)
+        assert self.last_sync_step is not None
+        k = step - self.last_sync_step  # this replica's local steps in the round (the same on its every rank)
+        mine = torch.zeros(n_units, len(DECISION_FIELDS), dtype=torch.float64)
+        judged: list[float | None] = []
         for u in range(n_units):
             g = float(sq[u].sqrt())
-            if self.penalty.anomaly:
-                outlier, z, thr = self.detectors[u].observe(g)
-            else:
+            x = self.penalty.judged_norm(g, k)
+            judged.append(x)
+            if self.penalty.anomaly and x is not None:
+                outlier, z, thr = self.detectors[u].observe(x)
+            else:  # filter off, or nothing trained in the round (Δ = 0): only a non-finite G is excluded
                 outlier, z, thr = (not math.isfinite(g)), 0.0, math.inf
-            mine[u] = torch.tensor([g, z, thr, float(outlier)], dtype=torch.float64)
-        everyone = torch.zeros(R * n_units * 4, dtype=torch.float64, device=dev)
+            mine[u] = torch.tensor([g, z, thr, float(outlier), 0.0, float(k)], dtype=torch.float64)
+        everyone = torch.zeros(R * n_units * len(DECISION_FIELDS), dtype=torch.float64, device=dev)
         self.comm.all_gather(everyone, mine.reshape(-1).to(dev), group="sync", kind="sync_decisions")
-        self.decisions = everyone.reshape(R, n_units, 4).cpu()
+        self.decisions = everyone.reshape(R, n_units, len(DECISION_FIELDS)).cpu()
+        if self.penalty.anomaly:
+            self.readmit(judged)
         self.weights = []
         for u in range(n_units):
             norms = self.decisions[:, u, 0].tolist()
             anomalous = [bool(x) for x in self.decisions[:, u, 3].tolist()]
             self.weights.append(softmax_weights(norms, self.penalty.temperature, anomalous,
                                                 enabled=self.penalty.weighting))
+
+    def readmit(self, judged: list[float | None]) -> None:
+        """D10: the K-th sync in a row at which every replica was flagged on a unit accepts their finite norms.
+
+        Decided from the gathered decisions, identical on every rank, so every detector of the unit counts
+        the same syncs; each rank re-arms its own replica's detector from its own judged norm, and marks
+        every finite replica of the unit as not anomalous (and re-admitted) before the weights are taken.
+        """
+        assert self.decisions is not None
+        for u, det in enumerate(self.detectors):
+            norms = self.decisions[:, u, 0].tolist()
+            flagged = [bool(x) for x in self.decisions[:, u, 3].tolist()]
+            if not det.readmit_due(every_replica_flagged(flagged, norms)):
+                continue
+            x = judged[u]
+            if x is not None and math.isfinite(x):
+                det.restart(x)
+            for r, g in enumerate(norms):
+                if math.isfinite(g):
+                    self.decisions[r, u, 3], self.decisions[r, u, 4] = 0.0, 1.0
 
     @torch.no_grad()
     def issue(self, unit: int) -> None:
@@ -167,10 +206,12 @@ class EDiTMethod(LocalSGDMethod):
         if self.cfg.checksums:
             self.log_checksums(unit)
         for r in range(self.mesh.replicas):
-            g, z, thr, out = self.decisions[r, unit].tolist()
+            g, z, thr, out, readmitted, k = self.decisions[r, unit].tolist()
             self.log.record("penalty", step=self.sync_step, unit=unit, replica=r, G=_finite(g), z=_finite(z),
-                            threshold=_finite(thr),
-                            outlier=bool(out), weight=self.weights[unit][r], clip=factor, skipped=skipped)
+                            threshold=_finite(thr), outlier=bool(out), readmitted=bool(readmitted),
+                            steps=int(k), weight=self.weights[unit][r], clip=factor, skipped=skipped)
+            if readmitted:
+                self.readmissions.append({"step": self.sync_step, "unit": unit, "replica": r})
 
     def forget_inner_state(self, unit: int) -> None:
         """Drop the inner optimizer's state of this rank's shard of `unit` (after a non-finite G).
@@ -198,4 +239,6 @@ class EDiTMethod(LocalSGDMethod):
             d.load_state_dict(s)
 
     def summary(self) -> dict[str, Any]:
-        return {"syncs": self.n_syncs}
+        """`penalty_readmissions`: each (step, unit, replica) accepted after K syncs in a row with every replica
+        of the unit flagged (D10); the launcher warns about them."""
+        return {"syncs": self.n_syncs, "penalty_readmissions": self.readmissions}

@@ -49,6 +49,7 @@ class LocalSGDMethod(Method):
         self.outer: OuterState | None = None
         self.last_sync_step: int | None = None
         self.n_syncs = 0
+        self.stopping = False  # time budgets: a replica said at a sync point that its budget is spent
 
     # ------------------------------------------------------------ schedule
     def begin_step(self, step: int) -> None:
@@ -57,24 +58,76 @@ class LocalSGDMethod(Method):
             self.create_anchors(step)
 
     def create_anchors(self, step: int, record: bool = True) -> None:
-        cfg = self.cfg
-        lr, momentum = (cfg.outer_lr, cfg.outer_momentum) if self.uses_outer_optimizer else (1.0, 0.0)
-        self.outer = OuterState(self.engine.shards, lr, momentum, cfg.outer_nesterov, cfg.cpu_offload)
+        self.outer = self.make_outer()
         self.last_sync_step = step
         if record:
             self.log.record("anchor", step=step)
+
+    def make_outer(self) -> OuterState:
+        """Anchor (a = θ) and outer optimizer from the `outer_*` settings; CO2 brings its own (`CO2Outer`)."""
+        cfg = self.cfg
+        lr, momentum = (cfg.outer_lr, cfg.outer_momentum) if self.uses_outer_optimizer else (1.0, 0.0)
+        return OuterState(self.engine.shards, lr, momentum, cfg.outer_nesterov, cfg.cpu_offload)
 
     def after_backward(self, step: int) -> None:
         if in_warmup(step, self.cfg.warmup_steps):
             self.all_reduce_grads_over_sync_group()
 
     def after_optimizer(self, step: int) -> None:
-        if is_sync_step(step + 1, self.cfg.warmup_steps, self.cfg.sync_interval):
+        if is_sync_step(step + 1, self.cfg.warmup_steps, self.cfg.sync_interval) and self.go_on(step + 1):
             self.sync_between_steps(step + 1)
 
     def finalize(self, step: int) -> None:
-        if self.outer is not None and self.last_sync_step != step:
+        if self.outer is not None and self.final_sync_needed(step):
             self.sync_between_steps(step)
+
+    # ------------------------------------------------------------ time budgets (edit-method.md §12)
+    def stop_here(self, step: int, spent: bool) -> bool:
+        """Lockstep during warm-up (the base class's exchange); afterwards each replica stops on its own
+        clock, or because another replica said at the last sync point that its budget was spent."""
+        if self.outer is None:
+            return super().stop_here(step, spent)
+        return self.stopping or spent
+
+    def budget_meeting(self, step: int, done: bool) -> tuple[list[bool], int]:
+        """Tell every replica whether this one is done, and how many steps it trained since the last sync.
+
+        A small all-gather over the sync group (kind 'stop_check'), held where every replica meets anyway:
+        at each sync point, and in `finalize`. Returns (done flags, total steps since the last sync).
+        """
+        assert self.last_sync_step is not None
+        dev, R = self.engine.device, self.mesh.replicas
+        mine = torch.tensor([float(done), float(step - self.last_sync_step)], dtype=torch.float64, device=dev)
+        everyone = torch.zeros(2 * R, dtype=torch.float64, device=dev)
+        self.comm.all_gather(everyone, mine, group="sync", kind="stop_check")
+        rows = everyone.reshape(R, 2).cpu().tolist()
+        flags, total = [bool(r[0]) for r in rows], int(round(sum(r[1] for r in rows)))
+        self.log.record("stop_check", step=step, done=flags, total=total)
+        return flags, total
+
+    def go_on(self, step: int, spent: bool | None = None) -> bool:
+        """At a sync point of a time-budget run: False when some replica's budget is spent; everyone then
+        skips this sync and meets in `finalize` instead, where one last sync ends the run. Always True
+        without a time budget (no exchange at all)."""
+        if not self.cfg.time_budget or self.mesh.replicas == 1:
+            return True
+        if spent is None:
+            spent = self.replica_clock() >= self.cfg.time_budget
+        flags, _ = self.budget_meeting(step, done=spent)
+        self.stopping = any(flags)
+        return not self.stopping
+
+    def final_sync_needed(self, step: int) -> bool:
+        """Does the run end with one more sync? With a step count: when steps were trained since the last
+        one (the same on every replica). With a time budget the replicas are at different steps, so they
+        meet (flagged done) until every replica is done, and sync when any of them trained since the last
+        sync: the same decision everywhere, from the same gathered vector."""
+        if not self.cfg.time_budget or self.mesh.replicas == 1:
+            return self.last_sync_step != step
+        while True:
+            flags, total = self.budget_meeting(step, done=True)
+            if all(flags):
+                return total > 0
 
     def sync_between_steps(self, step: int) -> None:
         raise NotImplementedError

@@ -5,6 +5,7 @@ One module per figure family, one colour table for all of them:
     timeline_figure(run, steps=(10, 14))    what every rank did; hidden vs exposed communication
     penalty_figure(run)                     EDiT's per-unit outlier, weight and clip decisions
     straggler_figure([run_a, run_b])        tokens/s, waiting and local steps against the capacity bound
+    rounds_figure([sync, edit, aedit])      one time axis, a row per replica: local steps, waiting, syncs
     loss_figure([run_a, run_b])             loss against steps and against seconds
     memory_figure(run)                      bytes per rank of parameters, optimizer and method state
     write_html(figs, "page.html")           standalone HTML; write_trace(run) for Perfetto
@@ -15,11 +16,13 @@ re-filter and redraw these.
 
 from .colors import kind_color, kind_label
 from .export import figures_html, trace_dict, write_html, write_trace
-from .losses import loss_figure
+from .losses import budget_loss_figure, loss_figure
 from .memory import memory_figure
 from .penalty import penalty_figure
+from .rounds import round_blocks, round_marks, rounds_figure
 from .stragglers import straggler_figure
 from .timeline import timeline_figure
 
-__all__ = ["figures_html", "kind_color", "kind_label", "loss_figure", "memory_figure", "penalty_figure",
-           "straggler_figure", "timeline_figure", "trace_dict", "write_html", "write_trace"]
+__all__ = ["budget_loss_figure", "figures_html", "kind_color", "kind_label", "loss_figure", "memory_figure",
+           "penalty_figure", "round_blocks", "round_marks", "rounds_figure", "straggler_figure", "timeline_figure",
+           "trace_dict", "write_html", "write_trace"]

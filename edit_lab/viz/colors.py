@@ -44,6 +44,18 @@ EXPOSED = "#D62728"
 BLOCKED_OTHER = "#555555"
 #: Communication that was hidden under compute is drawn in its kind's colour without hatching.
 
+#: The round picture (rounds.py): local steps in two alternating compute blues, so steps can be counted;
+#: waiting is the exposed red, the sync strip the sync group's cyan, the pause the straggler's brown.
+ROUND_COLORS: dict[str, str] = {
+    "step": "#2B6CA8",
+    "step_alt": "#7BAFDB",
+    "straggle": KIND_COLORS["straggle"],
+    "wait": EXPOSED,
+    "sync": KIND_COLORS["sync_reduce"],
+    "eval": "#BDBDBD",
+    "boundary": "#222222",
+}
+
 #: Plain-words names for legends; unknown kinds keep their own name.
 KIND_LABELS: dict[str, str] = {
     "compute_fwd": "forward compute",

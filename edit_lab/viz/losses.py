@@ -4,6 +4,10 @@ Why both axes: Local-SGD methods usually lose a little per *step* against synchr
 win per *second*, because they talk less; only the two panels side by side tell that story.
 Training loss is the mean over replicas (or one line per replica); validation loss is evaluated on
 the model the replicas agree on (the anchor, for the Local-SGD family) and drawn with markers.
+
+Runs with a time budget are drawn differently (`budget_loss_figure`): their replicas are at different
+steps at any moment, so rows grouped by step would mix a fast replica's step 40 (at 10 s) with a slow
+replica's step 40 (at 20 s). Only validation loss against seconds is drawn for them.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ def loss_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None 
                 per_replica: bool = False, title: str | None = None) -> go.Figure:
     """Train (lines) and validation (markers) loss of every run, vs step (left) and vs seconds (right)."""
     rs = as_runs(runs)
+    if any(r.config.time_budget for r in rs):
+        return budget_loss_figure(rs, labels, title)
     names = run_labels(rs, labels)
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.05,
                         subplot_titles=("against inner steps", "against wall-clock time"))
@@ -64,4 +70,37 @@ def loss_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None 
     fig.update_layout(title=title_layout(text), template="plotly_white", height=440 + 22 * len(names),
                       autosize=True, legend=legend_below(), margin=dict(l=70, r=20, t=top_margin(text), b=40),
                       meta={"runs": names})
+    return fig
+
+
+def budget_loss_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None = None,
+                       title: str | None = None) -> go.Figure:
+    """Validation loss of the agreed model against seconds, one line per run (time-budget runs).
+
+    Points: the timed validations (`eval_every_s`, at the first step start after each scheduled time; x is
+    when the validation ended) and the final one after the last sync (a diamond). A dotted vertical line
+    marks each run's budget.
+    """
+    rs = as_runs(runs)
+    names = run_labels(rs, labels)
+    fig = go.Figure()
+    for name, r, color in zip(names, rs, run_colors([r.config.method for r in rs])):
+        ev = eval_table(r)
+        if not len(ev):
+            continue
+        symbols = ["diamond" if f else "circle" for f in ev["final"]]
+        fig.add_trace(go.Scatter(x=ev["t"], y=ev["val_loss"], mode="lines+markers", name=name,
+                                 line=dict(color=color, width=1.5), marker=dict(size=8, symbol=symbols),
+                                 hovertemplate=f"{name}<br>%{{x:.1f}} s: val loss %{{y:.4f}}<extra></extra>",
+                                 meta={"role": "val", "run": name}))
+    for b in sorted({float(r.config.time_budget) for r in rs if r.config.time_budget}):
+        fig.add_vline(x=b, line=dict(color="#888", dash="dot", width=1))
+    head = title or ("Validation loss against time: " + (names[0] if len(names) == 1 else f"{len(names)} runs"))
+    text = title_text(head, "the model the replicas agree on, validated every few seconds; "
+                            "◆ after the final sync; dotted: the time budget")
+    fig.update_xaxes(title_text="seconds since the start", rangemode="tozero")
+    fig.update_yaxes(title_text="validation loss (nats/token)")
+    fig.update_layout(title=title_layout(text), template="plotly_white", height=420 + 22 * len(names),
+                      autosize=True, legend=legend_below(), margin=dict(l=70, r=20, t=top_margin(text), b=40),
+                      meta={"runs": names, "x": "seconds"})
     return fig

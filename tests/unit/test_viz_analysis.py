@@ -159,3 +159,15 @@ def test_compare_and_labels(fake, tmp_path):
         A.run_labels([fake], ["a", "b"])
     assert A.run_label(fake) == "edit 2×2"
     assert not math.isnan(A.compare(str(fake.path))["capacity_tokens_per_s"].iloc[0])
+
+
+def test_budget_table(fake):
+    row = A.budget_table({"fake": fake}).loc["fake"]
+    assert row["steps"] == [F.STEPS, F.STEPS] and row["fast_step_share"] == pytest.approx(0.5)
+    assert row["tokens"] == fake.summary["tokens"]
+    # replica 0's weights: 0.5 on every unit at step 3; at step 4 0.5, 1.0 (replica 1 flagged on unit 1), 0.5
+    assert row["fast_weight"] == pytest.approx((6 * 0.5 + 0.5) / 6)
+    # replica 1's round that ended at step 4 (one step), rejected on one unit of three
+    ended = A.rounds_table(fake)
+    k = int(ended[(ended["replica"] == 1) & (ended["end_step"] == 4)]["local_steps"].iloc[0])
+    assert row["discarded_tokens"] == pytest.approx(k * F.S * fake.config.batch_size * fake.config.seq_len / F.UNITS)

@@ -1,0 +1,174 @@
+"""A-EDiT's claim, measured: under a straggler, does it reach a lower loss in the same wall-clock time?
+
+Every run trains for the same wall-clock budget (`time_budget`, edit-method.md §12): each replica trains
+as many steps as its speed allows, and the run ends with one sync every replica takes part in. The
+number compared is the validation loss of the agreed model after that final sync ("val@budget"), for
+several seeds, as the mean and the spread (min–max) over the seeds.
+
+Stragglers: *consistent* (replica 1's steps take 2× as long: it spins for as long as it computed) or
+*random* (each step, each replica pauses `--pause-ms` with probability `--pause-prob`).
+
+Besides the loss, per run (`analysis.budget_table`): tokens processed (every replica, every step) and
+what the penalty did with them: the share of all steps the fast replica 0 trained, the mean aggregation
+weight it got at the syncs (EDiT and A-EDiT: the penalty's softmax, mixed with the step shares when
+step weighting is on), and the tokens of rounds the anomaly filter discarded. A fast replica whose
+weight is far below its share of the steps does work that barely reaches the model.
+
+    python benchmarks/aedit_loss.py --budget 30 --seeds 0,1,2 --meshes 2x2 --stragglers consistent \\
+        --methods sync,diloco,edit,aedit [--set step_weighting=true --set penalty_weighting=false ...] \\
+        [--json benchmarks/results/aedit_loss.json]
+
+`--set FIELD=VALUE` changes a RunConfig field for every run (values are parsed as JSON, else as strings);
+`--aedit-set` only for A-EDiT runs. A-EDiT's period defaults to the time EDiT's slow replica needs for τ
+steps on this machine (calibrated by one short sync run per mesh), so both sync about equally often.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from edit_lab import RunConfig, launch  # noqa: E402
+from edit_lab.analysis import budget_table  # noqa: E402
+
+
+def parse_sets(items: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, _, raw = item.partition("=")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+def straggler_fields(kind: str, args: argparse.Namespace) -> dict[str, Any]:
+    if kind == "consistent":
+        return {"straggler_replicas": (1,), "straggler_factor": args.factor}
+    if kind == "random":
+        return {"random_pause_prob": args.pause_prob, "random_pause_ms": args.pause_ms}
+    if kind == "none":
+        return {}
+    raise SystemExit(f"unknown straggler kind {kind!r}: consistent, random or none")
+
+
+def one_run(cfg: RunConfig) -> dict[str, Any]:
+    row = budget_table({"run": launch(cfg)}).iloc[0]
+    nan_to_none = lambda v: None if v != v else float(v)  # noqa: E731 (JSON has no NaN)
+    return {"val": float(row["val_loss"]), "tokens": int(row["tokens"]), "train_end_s": float(row["train_end_s"]),
+            "steps": list(row["steps"]), "fast_step_share": float(row["fast_step_share"]),
+            "fast_weight": nan_to_none(row["fast_weight"]), "discarded_tokens": float(row["discarded_tokens"])}
+
+
+def calibrate_step_s(base: RunConfig, out: Path) -> float:
+    """Median step time of a short `sync` run without stragglers (the fast replicas' pace)."""
+    run = launch(base.replace(method="sync", steps=24, time_budget=0.0, eval_every_s=0.0, eval_every=0,
+                              straggler_replicas=(), random_pause_prob=0.0, out=str(out)))
+    dts = sorted(m["dt"] for m in run.metrics if m["kind"] == "train" and m["step"] >= 4)
+    return dts[len(dts) // 2]
+
+
+def spread(values: list[float]) -> str:
+    m = statistics.fmean(values)
+    return f"{m:.4f} ({min(values):.4f}–{max(values):.4f})" if len(values) > 1 else f"{m:.4f}"
+
+
+def table_row(mesh: str, kind: str, method: str, rows: list[dict[str, Any]]) -> str:
+    def mean_of(key: str, fmt: str) -> str:
+        vals = [r[key] for r in rows if r[key] is not None]
+        return format(statistics.fmean(vals), fmt) if vals else "–"
+
+    tokens = statistics.fmean(r["tokens"] for r in rows) / 1e3
+    discarded = statistics.fmean(r["discarded_tokens"] for r in rows) / 1e3
+    return (f"| {mesh} | {kind} | {method} | {spread([r['val'] for r in rows])} | {tokens:.0f}k | "
+            f"{mean_of('fast_step_share', '.2f')} | {mean_of('fast_weight', '.2f')} | {discarded:.0f}k |")
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--budget", type=float, default=30.0, help="seconds of training per run")
+    ap.add_argument("--eval-every-s", type=float, default=0.0, help="timed validations (0: only the final one)")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--meshes", default="2x2", help="SHARDSxREPLICAS, comma separated (e.g. 2x2,1x4)")
+    ap.add_argument("--stragglers", default="consistent", help="consistent, random, none; comma separated")
+    ap.add_argument("--methods", default="sync,diloco,edit,aedit")
+    ap.add_argument("--factor", type=float, default=2.0, help="consistent straggler: k× slower")
+    ap.add_argument("--pause-prob", type=float, default=0.1)
+    ap.add_argument("--pause-ms", type=float, default=200.0)
+    ap.add_argument("--model", default="tiny")
+    ap.add_argument("--tau", type=int, default=10)
+    ap.add_argument("--period-steps", type=float, default=None,
+                    help="A-EDiT period in slow-replica steps (default: τ); sets sync_period from the calibration")
+    ap.add_argument("--set", dest="sets", action="append", default=[], help="FIELD=VALUE for every run")
+    ap.add_argument("--aedit-set", dest="aedit_sets", action="append", default=[], help="FIELD=VALUE for A-EDiT")
+    ap.add_argument("--json", default=None, help="write every run and the table here")
+    args = ap.parse_args(argv)
+
+    seeds = [int(s) for s in args.seeds.split(",")]
+    methods = args.methods.split(",")
+    sets, aedit_sets = parse_sets(args.sets), parse_sets(args.aedit_sets)
+    tmp = Path(tempfile.mkdtemp(prefix="aedit_loss-"))
+    results: list[dict[str, Any]] = []
+    table: list[str] = []
+    for mesh in args.meshes.split(","):
+        shards, replicas = (int(v) for v in mesh.split("x"))
+        base = RunConfig(model=args.model, shards=shards, replicas=replicas, sync_interval=args.tau,
+                         eval_every=0, progress=False, time_budget=args.budget, eval_every_s=args.eval_every_s,
+                         **sets)
+        step_s = calibrate_step_s(base, tmp / f"calib-{mesh}")
+        period_steps = args.period_steps if args.period_steps is not None else args.tau
+        for kind in args.stragglers.split(","):
+            slow = args.factor if kind == "consistent" else 1.0
+            period = period_steps * slow * step_s
+            for method in methods:
+                rows = []
+                for seed in seeds:
+                    extra = dict(aedit_sets) if method == "aedit" else {}
+                    extra.setdefault("sync_period", period)
+                    cfg = base.replace(method=method, seed=seed, out=str(tmp / f"{mesh}-{kind}-{method}-{seed}"),
+                                       **straggler_fields(kind, args), **extra)
+                    t0 = time.perf_counter()
+                    row = {"mesh": mesh, "straggler": kind, "method": method, "seed": seed, **one_run(cfg),
+                           "sync_period_s": cfg.sync_period if method == "aedit" else None,
+                           "wall_s": time.perf_counter() - t0}
+                    rows.append(row)
+                    results.append(row)
+                    print(json.dumps(row), flush=True)
+                table.append(table_row(mesh, kind, method, rows))
+    head = ["| mesh | straggler | method | val@budget mean (min–max) | tokens | fast replica's step share | "
+            "its mean weight | tokens discarded |", "|---|---|---|---|---|---|---|---|"]
+    print(f"\nbudget {args.budget:g} s, seeds {seeds}, τ = {args.tau}, model {args.model}, sets {sets}, "
+          f"A-EDiT sets {aedit_sets}")
+    print("\n".join(head + table))
+    if args.json:
+        path = Path(args.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({
+            "command": "python benchmarks/aedit_loss.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "commit": git_commit(), "torch": __import__("torch").__version__, "cores": os.cpu_count(),
+            "machine": platform.machine(), "runs": results, "table": head + table}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
