@@ -11,6 +11,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = (["engine_vs_fsdp2.py", "--steps", "40", "--repeats", "2"], ["edit_overlap.py"], ["penalty.py"],
+           ["penalty_defaults.py"],
            ["stragglers.py", "--repeats", "2"])
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -35,7 +36,8 @@ class RunConfig:
     method: str = "sync"  # one of METHODS
     shards: int = 2  # S: ranks holding one replica (shard group size)
     replicas: int = 2  # R: sync group size
-    steps: int = 60  # inner optimizer steps
+    steps: int = 60  # inner optimizer steps (ignored with a time budget)
+    time_budget: float = 0.0  # seconds of wall clock to train for; every replica trains as many steps as fit (0: train `steps` steps)
     seed: int = 0
     out: str | None = None  # run directory; None -> runs/<method>-<time>
     # --- model and data ---
@@ -43,7 +45,8 @@ class RunConfig:
     seq_len: int = 64
     batch_size: int = 8  # sequences per rank per step (a replica's batch is shards × batch_size)
     data: str | None = None  # a text file; None -> Python's own reference docs (pydoc_data)
-    eval_every: int = 20  # steps between validation losses (0: only at the end)
+    eval_every: int = 20  # steps between validation losses (0: only at the end; ignored with a time budget)
+    eval_every_s: float = 0.0  # seconds between timed validations of the agreed model (0: none)
     eval_batches: int = 4
     # --- inner optimizer ---
     inner_optimizer: str = "adamw"
@@ -54,20 +57,23 @@ class RunConfig:
     # --- local SGD family ---
     warmup_steps: int = 10  # W: fully synchronous steps before local steps begin
     sync_interval: int = 10  # tau: inner steps between syncs
-    outer_lr: float = 0.7
-    outer_momentum: float = 0.8
-    outer_nesterov: bool = True
+    outer_lr: float = 0.7  # outer optimizer of diloco, edit and aedit (co2 has its own: co2_outer_lr)
+    outer_momentum: float = 0.8  # its momentum, in [0, 1) (co2: co2_outer_momentum)
+    outer_nesterov: bool = True  # Nesterov (true) or heavy-ball (false) outer momentum; co2 is always heavy-ball
     prefetch: bool = True  # overlap unit l+1's sync with unit l's compute
     cpu_offload: bool = False  # keep anchor and outer momentum on the CPU between syncs
     # --- pseudo-gradient penalty (edit / aedit) ---
     penalty_anomaly: bool = True
     penalty_weighting: bool = True
     penalty_clip: bool = True
-    penalty_alpha: float = 0.02
-    penalty_arming: int = 10  # E, in syncs
+    penalty_alpha: float = 0.2  # EWMA smoothing of the anomaly detector, in (0, 1)
+    penalty_arming: int = 4  # E, in syncs
     penalty_threshold: float = 3.0  # delta
     penalty_temperature: float = 1.0  # T
     penalty_clip_norm: float = 10.0  # phi
+    penalty_bias_correction: bool = True  # mean and variance divided by 1-(1-alpha)^n, as Adam's (false: the reference)
+    penalty_readmit_after: int = 3  # K: the K-th sync in a row with every replica flagged re-admits the unit (0: never)
+    penalty_per_step: bool = True  # the detector judges G/k, k = local steps in the round (false: G, as the reference)
     # --- trouble on purpose (teaching the penalty) ---
     corrupt_replica: int = -1  # replica fed corrupted data, -1 for none
     corrupt_from_step: int = 0
@@ -81,8 +87,11 @@ class RunConfig:
     min_sync_steps: int = 1  # N_min: fewer steps in a round over the sync group -> no sync, timers restart
     step_weighting: bool = False
     step_weight_mix: float = 0.5  # rho
-    # --- CO2 ---
-    staleness_penalty: float = 0.5
+    # --- CO2: its own outer optimizer, heavy-ball, with its authors' defaults (edit-method.md §9) ---
+    co2_outer_lr: float = 1.0  # CO2's outer learning rate (the authors' default 1.0)
+    co2_outer_momentum: float = 0.5  # CO2's heavy-ball outer momentum μ, in [0, 1) (the authors' default 0.5)
+    co2_staleness_penalty: float = 1.0  # λ > 0: the one-round-stale mean pseudo-gradient enters the outer momentum divided by λ (1: no penalty, the authors' default)
+    co2_momentum_clip: float = 0.0  # c: clamp every outer-momentum value to [−c, c] before the anchor moves (0: off, the authors' default)
     # --- stragglers and the simulated sync link ---
     straggler_replicas: tuple[int, ...] = ()  # consistent stragglers
     straggler_factor: float = 1.0  # their steps take k× as long
@@ -172,23 +181,34 @@ class RunConfig:
         for name in ("warmup_steps", "eval_every", "checkpoint_every", "seed", "corrupt_from_step", "spike_step"):
             at_least(name, 0)
         for name in ("weight_decay", "grad_clip", "outer_momentum", "link_latency_ms", "link_bandwidth_mbps",
-                     "random_pause_ms", "staleness_penalty"):
+                     "random_pause_ms", "time_budget", "eval_every_s"):
             at_least(name, 0.0)
-        for name in ("lr", "outer_lr", "sync_period", "penalty_temperature", "penalty_clip_norm",
-                     "penalty_threshold", "timeout_s"):
+        for name in ("lr", "outer_lr", "sync_period", "timeout_s"):
             at_least(name, 0.0)
             if getattr(self, name) <= 0:
                 bad(name, "a number > 0")
         at_least("straggler_factor", 1.0)
-        at_least("penalty_arming", 1)
-        if not 0.0 < self.penalty_alpha <= 1.0:
-            bad("penalty_alpha", "a number in (0, 1]")
+        from .penalty import PenaltyConfig, PenaltyValueError
+
+        try:  # the detector's own check, so that the config refuses exactly what the detector would
+            PenaltyConfig.of(self).validate()
+        except PenaltyValueError as e:
+            bad("penalty_" + e.field, e.allowed)
         if not 0.0 <= self.random_pause_prob <= 1.0:
             bad("random_pause_prob", "a probability in [0, 1]")
         if not 0.0 <= self.step_weight_mix <= 1.0:
             bad("step_weight_mix", "a number in [0, 1]")
         if self.outer_momentum >= 1.0:
             bad("outer_momentum", "a number in [0, 1)")
+        # CO2's outer optimizer (methods/co2.py `CO2Outer`): finite, and λ divides, so it must be > 0
+        for name, ok, allowed in (
+                ("co2_outer_lr", lambda v: 0.0 < v < math.inf, "a finite number > 0"),
+                ("co2_outer_momentum", lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
+                ("co2_staleness_penalty", lambda v: 0.0 < v < math.inf, "a finite number > 0 (1: no penalty)"),
+                ("co2_momentum_clip", lambda v: 0.0 <= v < math.inf, "0 (off) or a finite number > 0")):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):
+                bad(name, allowed)
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
             bad("betas", "two numbers in [0, 1)")
         from .model import get_size
@@ -221,15 +241,22 @@ class RunConfig:
         if self.data is not None and not Path(self.data).is_file():
             bad("data", "a readable text file (or None for the default corpus)")
         if self.checkpoint_every and self.method == "co2":
-            bad("checkpoint_every", "0 with method co2: a CO2 round is always in flight, so there is no moment "
-                "where every replica holds the anchor to checkpoint")
+            bad("checkpoint_every", "0 with method co2: the mean of CO2's last round is always in flight (it "
+                "lands at the next boundary), so there is no moment where the whole state is in hand to checkpoint")
         if self.resume is not None and not Path(self.resume).is_dir():
             bad("resume", "an existing run or checkpoint directory")
         choice("fault_kind", FAULT_KINDS)
         if not -1 <= self.fault_rank < self.world_size:
             bad("fault_rank", f"-1 (none) or a rank in 0..{self.world_size - 1}")
         at_least("fault_step", 0)
-        if self.fault_rank >= 0 and self.fault_step >= self.steps:
+        if self.method == "aedit" and self.sync_period > self.timeout_s / 2:
+            # a replica that has finished waits in a meeting until the others' timers expire: up to one
+            # period plus a step, which must fit in the collective timeout with room to spare
+            bad("sync_period", f"at most timeout_s/2 = {self.timeout_s / 2:g} s (raise timeout_s for longer "
+                "A-EDiT periods): a finished replica waits up to one period in a meeting")
+        if self.time_budget and self.resume is not None:
+            bad("time_budget", "0 when resuming: a resumed run trains up to `steps`")
+        if self.fault_rank >= 0 and not self.time_budget and self.fault_step >= self.steps:
             bad("fault_step", f"a step in 0..{self.steps - 1} (steps={self.steps}), or the fault never happens")
         if world_size is not None and world_size != self.world_size:
             raise ConfigError(

@@ -229,23 +229,24 @@ def launch(cfg: RunConfig, stall_timeout_s: float | None = None) -> Run:
         if bar is not None:
             bar.close()
     run = Run(out)
-    note = readmission_note(run.summary, run.path)
+    note = readmission_note(run.summary, run.path, cfg.penalty_readmit_after)
     if note:
         warnings.warn(note, stacklevel=2)
     return run
 
 
-def readmission_note(summary: dict, path: Path | str) -> str | None:
+def readmission_note(summary: dict, path: Path | str, k: int) -> str | None:
     """One line for a run whose anomaly detector re-admitted outliers (edit-method.md D10), else None.
 
-    A re-admission accepts a norm the detector called an outlier K times in a row, because a level that
-    stays cannot be told from a new normal; the user should know it happened, and where to look.
+    A re-admission accepts norms the detector flagged on every replica K syncs in a row, because a level
+    that stays everywhere cannot be told from a new normal; the user should know it happened, and where.
     """
     seen = (summary.get("method_info") or {}).get("penalty_readmissions") or []
     if not seen:
         return None
     where = ", ".join(f"step {r['step']} unit {r['unit']} replica {r['replica']}" for r in seen[:3])
     more = f" and {len(seen) - 3} more" if len(seen) > 3 else ""
-    return (f"the penalty's anomaly detector re-admitted {len(seen)} outlier(s) after penalty_readmit_after "
-            f"consecutive flags and re-armed ({where}{more}): the norm stayed high, so it is taken as the new "
-            f"level; see `readmitted` in {Path(path) / 'penalty.jsonl'}")
+    return (f"the penalty's anomaly detector re-admitted {len(seen)} outlier(s) ({where}{more}): every replica "
+            f"was flagged on the unit {k} syncs in a row (penalty_readmit_after={k}), so the higher norm is taken "
+            f"as the new level and the detectors re-armed from it; see `readmitted` in "
+            f"{Path(path) / 'penalty.jsonl'}")

@@ -1,9 +1,11 @@
-"""The pseudo-gradient penalty of EDiT (edit-method.md §4, decisions D1–D2), without any communication.
+"""The pseudo-gradient penalty of EDiT (edit-method.md §4, decisions D1, D2, D10), without any communication.
 
 SYNC(l) penalises a replica's pseudo-gradient Δ_r = a − θ_r of unit l in three independent steps:
 
-1. **anomaly**: a per-replica, per-unit `AnomalyDetector` follows the norm G_r of Δ_r over the syncs and
-   flags a norm that is far above its usual value; a flagged replica's Δ_r is set to zero.
+1. **anomaly**: a per-replica, per-unit `AnomalyDetector` follows the norm G_r of Δ_r over the syncs (per
+   local step of the round, G_r/k_r, by default) and flags a norm that is far above its usual value; a
+   flagged replica's Δ_r is set to zero. A level that every replica keeps is re-admitted after K syncs
+   (`every_replica_flagged`, `AnomalyDetector.readmit_due`); `replay` runs all of it over recorded norms.
 2. **weighting**: `softmax_weights` gives the replicas with smaller norms more weight (softmax of −G/T),
    anomalous replicas none.
 3. **clip**: `clip_factor` scales the *aggregated* pseudo-gradient down to a norm of at most φ.
@@ -18,64 +20,115 @@ from __future__ import annotations
 import collections
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields
+from typing import Any, NamedTuple
 
 #: Added to the norm before dividing, as in `torch.nn.utils.clip_grad_norm_` and the reference code.
 CLIP_EPS = 1e-6
 
 
-def _check_detector_params(alpha: Any, arming: Any, threshold: Any) -> None:
-    """Refuse detector settings that cannot work, naming the field (shared by the config and the detector)."""
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha (EWMA smoothing) must be a number with 0 < alpha < 1, got {alpha!r}")
+class PenaltyValueError(ValueError):
+    """A penalty setting that cannot work. `field` is its name in `PenaltyConfig` (`penalty_<field>` in
+    `RunConfig`, whose validate turns this into a ConfigError naming that field) and `allowed` what would."""
+
+    def __init__(self, field: str, value: Any, allowed: str) -> None:
+        self.field, self.value, self.allowed = field, value, allowed
+        super().__init__(f"{field}={value!r} is not allowed: {allowed}")
+
+
+def _is_number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float))
+
+
+def _check_detector_params(alpha: Any, arming: Any, threshold: Any, bias_correction: Any = False,
+                           readmit_after: Any = 0) -> None:
+    """Refuse detector settings that cannot work, naming the field.
+
+    The one check of these values: `AnomalyDetector`, `PenaltyConfig.validate` and (through the latter)
+    `RunConfig.validate` all call it, so a value the detector would refuse can never pass the config.
+    """
+    if not _is_number(alpha) or not 0.0 < alpha < 1.0:
+        # α = 1 would make μ the last value and M2 always 0: the detector could never flag anything
+        raise PenaltyValueError("alpha", alpha, "a number with 0 < alpha < 1 (the EWMA smoothing)")
     if isinstance(arming, bool) or not isinstance(arming, int) or arming < 1:
-        raise ValueError(f"arming (E, syncs before the detector may flag) must be an integer >= 1, got {arming!r}")
-    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < threshold < math.inf:
-        raise ValueError(f"threshold (delta, in standard deviations) must be a finite number > 0, got {threshold!r}")
+        raise PenaltyValueError("arming", arming, "an integer >= 1 (E: syncs of history before the detector may flag)")
+    if not _is_number(threshold) or not 0.0 < threshold < math.inf:
+        raise PenaltyValueError("threshold", threshold, "a finite number > 0 (delta, in standard deviations)")
+    if not isinstance(bias_correction, bool):
+        raise PenaltyValueError("bias_correction", bias_correction, "True or False")
+    if isinstance(readmit_after, bool) or not isinstance(readmit_after, int) or readmit_after < 0:
+        raise PenaltyValueError("readmit_after", readmit_after,
+                                "an integer >= 0 (K: a unit is re-admitted at the K-th sync in a row at which "
+                                "every replica was flagged on it; 0: never)")
 
 
 def _check_positive(name: str, value: Any, what: str) -> None:
     """A number > 0 where +inf is allowed and means 'no effect' (T = inf: plain mean; phi = inf: no clip)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0.0:
-        raise ValueError(f"{name} ({what}) must be a number > 0 (inf allowed), got {value!r}")
+    if not _is_number(value) or not value > 0.0:
+        raise PenaltyValueError(name, value, f"a number > 0, inf allowed ({what})")
 
 
 @dataclass
 class PenaltyConfig:
     """The penalty's knobs; each of the three parts can be switched off on its own (for ablations).
 
-    `arming` is E, counted in syncs (not steps). The reference default of 120 syncs is far longer than the
-    runs of this lab, hence 10 here. `temperature` T = inf gives equal weights; `clip_norm` φ = inf never clips.
+    `arming` is E, counted in syncs (not steps). The detector defaults are the lab's, chosen by measurement
+    for runs of a few to a few dozen syncs (edit-method.md D10, `benchmarks/penalty_defaults.py`). The
+    reference's exact detector is `bias_correction=False, readmit_after=0, per_step=False` (with its E = 120).
+    `temperature` T = inf gives equal weights; `clip_norm` φ = inf never clips.
     """
 
     anomaly: bool = True
     weighting: bool = True
     clip: bool = True
-    alpha: float = 0.02
-    arming: int = 10  # E
+    alpha: float = 0.2
+    arming: int = 4  # E
     threshold: float = 3.0  # delta
     temperature: float = 1.0  # T
     clip_norm: float = 10.0  # phi
+    bias_correction: bool = True
+    readmit_after: int = 3  # K, 0 = never
+    per_step: bool = True  # the detector judges G/k, k = the replica's local steps in the round
+
+    @classmethod
+    def of(cls, cfg: Any) -> "PenaltyConfig":
+        """The penalty settings of a RunConfig (its fields `penalty_<name>` for every field here)."""
+        return cls(**{f.name: getattr(cfg, "penalty_" + f.name) for f in fields(cls)})
 
     def validate(self) -> None:
-        """Raise ValueError naming the first bad field and its allowed range."""
-        for name in ("anomaly", "weighting", "clip"):
+        """Raise PenaltyValueError (a ValueError) naming the first bad field and its allowed values."""
+        for name in ("anomaly", "weighting", "clip", "per_step"):
             if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
-        _check_detector_params(self.alpha, self.arming, self.threshold)
+                raise PenaltyValueError(name, getattr(self, name), "True or False")
+        _check_detector_params(self.alpha, self.arming, self.threshold, self.bias_correction, self.readmit_after)
         _check_positive("temperature", self.temperature, "T of the softmax weights")
         _check_positive("clip_norm", self.clip_norm, "phi, the largest norm of the aggregated pseudo-gradient")
 
     def new_detector(self) -> AnomalyDetector:
         """A fresh detector with this configuration (one is needed per replica and unit)."""
-        return AnomalyDetector(alpha=self.alpha, arming=self.arming, threshold=self.threshold)
+        return AnomalyDetector(alpha=self.alpha, arming=self.arming, threshold=self.threshold,
+                               bias_correction=self.bias_correction, readmit_after=self.readmit_after)
+
+    def judged_norm(self, g: float, steps: int) -> float | None:
+        """The value the detector judges for a unit's norm G after `steps` local steps of the replica.
+
+        per_step: G/k. The norm of a pseudo-gradient grows with the local steps it holds, and an A-EDiT
+        round holds as many as the clock allowed (1 in one round, 5 in the next), so the round's G alone
+        would make every longer round look anomalous; so would resuming with a larger τ. Per step, rounds
+        of any length compare. For EDiT with a fixed τ the decisions are the same either way (z is
+        unchanged when every value is scaled by the same k). None when the replica trained no step in the
+        round (an A-EDiT replica that finished early): its Δ is 0 by construction, nothing to judge or learn.
+        """
+        if steps <= 0:
+            return None
+        return g / steps if self.per_step else g
 
 
 class AnomalyDetector:
     """EWMA mean/variance of a unit's pseudo-gradient norm for one replica (one instance per replica and unit).
 
-    The rules are those of edit-method.md §4, kept to the letter because the numbers of §8 depend on them:
+    **Exact mode** (`bias_correction=False`, `readmit_after=0`, the constructor's defaults): the reference's
+    rules of edit-method.md §4, kept to the letter because the numbers of §8 depend on them:
 
         update(x): count += 1; d = x − μ; μ += α·d; M2 = (1−α)·(M2 + α·d·(x − μ)); window.append(z(x))
         σ = sqrt(M2) when count ≥ 2, else 0
@@ -83,10 +136,34 @@ class AnomalyDetector:
         factor = max(1, unbiased std of the last E z-scores) when count ≥ E, else 1
         is_outlier(x) = count ≥ E and z(x) > δ·factor
 
-    Semantics where the text is silent, chosen here:
+    **Bias correction** (`bias_correction=True`, decision D10). μ and M2 start at 0, so for the first
+    ~1/α updates μ is pulled towards 0 and a steady healthy norm looks high (with α = 0.02 and E = 3 a
+    constant norm has z ≈ 4). As Adam does for its moments, the detector then judges with
 
-    - μ and M2 start at 0, so μ is biased towards 0 for the first ~1/α updates; the arming period E exists
-      so that no decision is taken on that young estimate.
+        c = 1 − (1−α)^count;   μ̂ = μ / c;   σ̂ = sqrt(M2 / c)
+
+    and measures the deviations of the M2 update from the corrected mean:
+    d = x − μ̂_before, M2 = (1−α)·(M2 + α·d·(x − μ̂_after)) (d = 0 for the first value). Dividing the
+    reference's M2 alone would not do: its deviations from the biased μ are the start-up transient
+    itself (a constant norm c gives M2 ≈ count·α·c², so M2/c would make σ̂ ≈ c and hide a doubled norm).
+    With the corrected deviations, μ̂ and σ̂²/(1−α) are exactly the mean and the variance of the values
+    seen, weighted (1−α)^age: the first value gives μ̂ = x, σ̂ = 0. As count grows, c → 1 and the rules
+    become the exact ones again. μ (`mean`) and M2 (`m2`) are stored uncorrected in both modes.
+
+    **Re-admission** (`readmit_after=K > 0`, D10). A flagged value is never learnt (D1), so a norm that
+    rises for good on every replica (a larger lr after a resume, a new phase of training) would be flagged
+    at every later sync, and a unit whose replicas are all flagged is not updated: it would stay frozen
+    for the rest of the run. So after each sync the engine tells every detector of a unit whether every
+    replica was flagged on it (`every_replica_flagged`, from the all-gathered decisions: the same answer
+    on every rank). At the K-th such sync in a row (`readmit_due`) the flagged finite values are accepted
+    instead, and each replica's detector re-arms from its own value (`restart`): it forgets everything
+    and starts again with that value as its first, so it learns the new level and may flag again E − 1
+    syncs later. A single replica flagged while others are not is never re-admitted: a replica fed bad
+    data is what the detector is for, and its peers keep the unit training. A non-finite norm is never
+    re-admitted.
+
+    Semantics where the reference is silent, chosen here:
+
     - The window holds the z-score of each accepted value computed *at update time*, i.e. with the
       statistics (and count) that already include that value. It therefore holds zeros until count
       reaches E. It keeps the last E entries.
@@ -96,31 +173,46 @@ class AnomalyDetector:
       must never enter the statistics. `z` of such a value is the value itself (NaN, ±inf), so that it
       shows as such in the event records. `update` refuses it with ValueError.
     - Only large norms are outliers (one-sided): a replica that barely moved is harmless.
+    - With σ = 0 (e.g. bias-corrected, after identical values) z is 0 and nothing finite is flagged.
     - `update` does not test for outliers itself; callers must not feed it one (decision D1: the reference
       FSDP path feeds the detector G + 1e6, which blinds it for about a thousand syncs). `observe` does the
       test-then-update in the right order and is what the engine calls.
     """
 
-    def __init__(self, alpha: float = 0.02, arming: int = 10, threshold: float = 3.0) -> None:
-        _check_detector_params(alpha, arming, threshold)
+    def __init__(self, alpha: float = 0.02, arming: int = 10, threshold: float = 3.0,
+                 bias_correction: bool = False, readmit_after: int = 0) -> None:
+        _check_detector_params(alpha, arming, threshold, bias_correction, readmit_after)
         self.alpha = float(alpha)
         self.arming = int(arming)  # E
         self.threshold = float(threshold)  # delta
+        self.bias_correction = bias_correction
+        self.readmit_after = int(readmit_after)  # K
         self.count: int = 0
-        self.mean: float = 0.0
-        self.m2: float = 0.0
+        self.mean: float = 0.0  # μ, uncorrected
+        self.m2: float = 0.0  # M2, uncorrected
         self.window: collections.deque[float] = collections.deque(maxlen=self.arming)
+        self.streak: int = 0  # consecutive syncs at which every replica was flagged on this unit
 
     @property
     def armed(self) -> bool:
         """True once E values have been accepted: only then are z-scores and outliers computed."""
         return self.count >= self.arming
 
+    def correction(self) -> float:
+        """c = 1 − (1−α)^count with bias correction (1 before any value), else 1."""
+        if not self.bias_correction or self.count == 0:
+            return 1.0
+        return -math.expm1(self.count * math.log1p(-self.alpha))
+
+    def mu(self) -> float:
+        """The mean the detector judges with: μ̂ = μ/c with bias correction, else μ."""
+        return self.mean / self.correction()
+
     def std(self) -> float:
-        """σ = sqrt(M2) once two values have been seen, else 0."""
+        """σ = sqrt(M2/c) (c = 1 in exact mode) once two values have been seen, else 0."""
         if self.count < 2:
             return 0.0
-        return math.sqrt(max(self.m2, 0.0))
+        return math.sqrt(max(self.m2, 0.0) / self.correction())
 
     def z(self, x: float) -> float:
         """How many σ the norm x lies above the running mean; 0 before arming or with σ = 0."""
@@ -130,7 +222,7 @@ class AnomalyDetector:
         sigma = self.std()
         if not self.armed or sigma == 0.0:
             return 0.0
-        return (x - self.mean) / sigma
+        return (x - self.mu()) / sigma
 
     def factor(self) -> float:
         """max(1, unbiased std of the window's z-scores) once armed, else 1.
@@ -149,6 +241,13 @@ class AnomalyDetector:
         """δ·factor: the z-score above which a norm is an outlier now."""
         return self.threshold * self.factor()
 
+    def flag_limit(self) -> float:
+        """The norm above which a finite value is an outlier now: μ + δ·factor·σ (inf if none can be)."""
+        sigma = self.std()
+        if not self.armed or sigma == 0.0:
+            return math.inf
+        return self.mu() + self.current_threshold() * sigma
+
     def is_outlier(self, x: float) -> bool:
         """True for NaN/±inf always; otherwise only once armed and when z(x) > δ·factor (one-sided)."""
         x = float(x)
@@ -163,11 +262,20 @@ class AnomalyDetector:
         x = float(x)
         if not math.isfinite(x):
             raise ValueError(f"AnomalyDetector.update needs a finite value, got {x!r}; it is an outlier (D1)")
+        if self.bias_correction:
+            before = self.mu() if self.count else x  # μ̂ is undefined before the first value: no deviation
+        else:
+            before = self.mean  # the reference: μ, which starts at 0
         self.count += 1
-        d = x - self.mean
-        self.mean += self.alpha * d
-        self.m2 = (1.0 - self.alpha) * (self.m2 + self.alpha * d * (x - self.mean))
+        self.mean += self.alpha * (x - self.mean)
+        self.m2 = (1.0 - self.alpha) * (self.m2 + self.alpha * (x - before) * (x - self.mu()))
         self.window.append(self.z(x))
+
+    def restart(self, x: float) -> None:
+        """Re-arm: forget every statistic, the window and the run of flags, and start again from x alone."""
+        self.count, self.mean, self.m2, self.streak = 0, 0.0, 0.0, 0
+        self.window.clear()
+        self.update(x)
 
     def observe(self, x: float) -> tuple[bool, float, float]:
         """Decide on x, then learn from it unless it is an outlier (D1).
@@ -182,27 +290,43 @@ class AnomalyDetector:
             self.update(x)
         return outlier, z, threshold
 
-    def state_dict(self) -> dict[str, Any]:
-        """Plain JSON-able values (ints, floats, a list), for checkpoints (D6).
+    def readmit_due(self, every_flagged: bool) -> bool:
+        """Count a sync of this unit; True when its flagged values are to be re-admitted now (then call `restart`).
 
-        alpha, arming and threshold are included to make a checkpoint self-describing; `load_state_dict`
-        does not take them over (see there).
+        `every_flagged` is `every_replica_flagged` of this sync's gathered decisions for this unit. True at
+        the K-th sync in a row at which it held (never with K = 0); the count then starts again.
+        """
+        self.streak = self.streak + 1 if every_flagged else 0
+        if self.readmit_after and self.streak >= self.readmit_after:
+            self.streak = 0
+            return True
+        return False
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain JSON-able values (ints, floats, bools, a list), for checkpoints (D6).
+
+        The settings (alpha … readmit_after) are included to make a checkpoint self-describing;
+        `load_state_dict` does not take them over (see there).
         """
         return {
             "alpha": self.alpha,
             "arming": self.arming,
             "threshold": self.threshold,
+            "bias_correction": self.bias_correction,
+            "readmit_after": self.readmit_after,
             "count": self.count,
             "mean": self.mean,
             "m2": self.m2,
             "window": list(self.window),
+            "streak": self.streak,
         }
 
     def load_state_dict(self, d: dict[str, Any]) -> None:
-        """Restore the running statistics (count, mean, m2, window).
+        """Restore the running statistics (count, mean, m2, window) and the run of flags (streak).
 
-        The instance keeps its own alpha, arming and threshold: the resumed run's configuration is what
-        the user asked for. With a smaller arming only the last E z-scores are kept.
+        The instance keeps its own settings: the resumed run's configuration is what the user asked for.
+        With a smaller arming only the last E z-scores are kept. A checkpoint made before re-admission
+        existed has no streak: 0.
         """
         missing = [k for k in ("count", "mean", "m2", "window") if k not in d]
         if missing:
@@ -211,6 +335,7 @@ class AnomalyDetector:
         self.mean = float(d["mean"])
         self.m2 = float(d["m2"])
         self.window = collections.deque((float(v) for v in d["window"]), maxlen=self.arming)
+        self.streak = int(d.get("streak", 0))
 
 
 def _check_replicas(norms: Sequence[float] | None, anomalous: Sequence[bool]) -> None:
@@ -276,3 +401,63 @@ def all_anomalous(anomalous: Sequence[bool]) -> bool:
     """True when every replica was flagged for this unit: there is nothing to aggregate, skip the outer step."""
     _check_replicas(None, anomalous)
     return all(bool(a) for a in anomalous)
+
+
+def every_replica_flagged(anomalous: Sequence[bool], norms: Sequence[float]) -> bool:
+    """What re-admission counts (D10): every replica flagged on the unit at this sync, one finite norm at least.
+
+    Computed on every rank from the all-gathered decisions, so every detector of the unit, on every rank,
+    counts the same syncs. Non-finite norms are excluded for good; if nothing finite is left there is
+    nothing to re-admit.
+    """
+    _check_replicas(norms, anomalous)
+    return all(bool(a) for a in anomalous) and any(math.isfinite(float(g)) for g in norms)
+
+
+class Judged(NamedTuple):
+    """One replica's decision on one unit at one sync, as `replay` reproduces it."""
+
+    outlier: bool
+    readmitted: bool
+    judged: float | None  # the value the detector judged (`PenaltyConfig.judged_norm`), None: not judged
+    z: float
+    threshold: float
+    limit: float  # the smallest judged value the detector would have flagged (inf: none; before deciding)
+
+
+def replay(config: PenaltyConfig, norms: Sequence[Sequence[float]], steps: Sequence[Sequence[int]]
+           ) -> list[list[Judged]]:
+    """The anomaly decisions of one unit over a run, every replica, exactly as the engine takes them.
+
+    `norms[r][i]` is replica r's G of the unit at sync i (NaN for a non-finite one) and `steps[r][i]` its
+    local steps in that round. Each replica has its own detector; after each sync the re-admission rule
+    is applied to the decisions of all of them, as `EDiTMethod.start_sync` and `EDiTMethod.readmit` do
+    from the all-gathered decisions. For measuring settings offline (`benchmarks/penalty_defaults.py`)
+    and testing them on recorded norm series.
+    """
+    dets = [config.new_detector() for _ in norms]
+    out: list[list[Judged]] = [[] for _ in norms]
+    for i in range(len(norms[0])):
+        row = []
+        for r, det in enumerate(dets):
+            g = float(norms[r][i])
+            x = config.judged_norm(g, int(steps[r][i]))
+            if config.anomaly and x is not None:
+                limit = det.flag_limit()
+                outlier, z, threshold = det.observe(x)
+            else:
+                limit, outlier, z, threshold = math.inf, not math.isfinite(g), 0.0, math.inf
+            row.append([outlier, False, x, z, threshold, limit])
+        gs = [float(norms[r][i]) for r in range(len(dets))]
+        flagged = [bool(v[0]) for v in row]
+        due = [det.readmit_due(every_replica_flagged(flagged, gs)) for det in dets] if config.anomaly else []
+        if any(due):
+            for r, det in enumerate(dets):
+                if math.isfinite(gs[r]):
+                    x = row[r][2]
+                    if x is not None:
+                        det.restart(x)
+                    row[r][0], row[r][1] = False, True
+        for r, v in enumerate(row):
+            out[r].append(Judged(*v))
+    return out

@@ -38,7 +38,7 @@ def check_softmax_weights(answer: Any, norms: Sequence[float] = (1.0, 2.0), temp
                    f"outlier would get exactly 0 and the others would be renormalised.")
 
 
-def check_first_armed_step(answer: Any, warmup: int = 4, interval: int = 2, arming: int = 3) -> bool:
+def check_first_armed_step(answer: Any, warmup: int = 4, interval: int = 2, arming: int = 4) -> bool:
     """First sync step at which the detector (arming period `arming` syncs) may call an outlier."""
     if unanswered(answer, "list the sync steps: W+τ, W+2τ, …; each updates the detector once, and it needs E "
                           "values before it judges one."):

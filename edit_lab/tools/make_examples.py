@@ -11,6 +11,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from ..config import RunConfig
 from ..examples import HERE
 from ..launch import launch
 from ..widgets import default_lab_config
@@ -18,9 +19,14 @@ from ..widgets import default_lab_config
 KEEP = ("config.json", "summary.json", "metrics.jsonl", "penalty.jsonl", "syncs.jsonl")
 
 
+def example_config(method: str) -> RunConfig:
+    """The lab's default configuration with replica 1 twice as slow: what every example run is made with."""
+    return default_lab_config().replace(method=method, straggler_replicas=(1,), straggler_factor=2.0,
+                                        eval_every=8, sync_period=0.15)
+
+
 def make(name: str, method: str) -> Path:
-    cfg = default_lab_config().replace(method=method, straggler_replicas=(1,), straggler_factor=2.0,
-                                       eval_every=8, sync_period=0.15)
+    cfg = example_config(method)
     dest = HERE / name
     with tempfile.TemporaryDirectory() as tmp:
         run = launch(cfg.replace(out=str(Path(tmp) / name)))

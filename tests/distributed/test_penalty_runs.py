@@ -5,11 +5,13 @@ asks for three replicas: with two, "the others' weights sum to 1" is a single we
 them to seconds they use the nano model and 14 steps: W = 2, τ = 2, so syncs happen at the forwards
 of steps 4, 6, 8, 10, 12 and at the end (14).
 
-Why the detector is set to α = 0.3 and E = 3 here rather than the defaults (0.02, 10): E = 10 would
-need ten syncs before the detector may flag anything, and with α = 0.02 a detector armed after only
-three syncs still has its mean μ near 0 (μ starts at 0 and moves 2 % per sync), so it would take
-*healthy* norms for outliers (z ≈ 4 after three constant values). α = 0.3 lets μ and σ settle in
-three syncs; on these runs the largest healthy z is about a third of the threshold.
+The detector runs with the lab's defaults (bias-corrected, α = 0.2, E = 4, per-step norms, re-admission
+after K = 3; edit-method.md D10): armed after four syncs, i.e. from the sync of step W + 5τ = 12, the
+spike's. (The lab's former E = 3 with the reference's uncorrected α = 0.02 would have judged with a
+mean still near 0 and taken healthy norms for outliers.)
+
+The last test resumes a run with a larger τ, so that every replica's norm of a round rises for good,
+and checks the re-admission of D10 in the engine against `penalty.replay` of the same norms.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ OFF = dict(penalty_anomaly=False, penalty_weighting=False, penalty_clip=False)
 
 def _spike_cfg(out, **kw):
     base = dict(method="edit", shards=2, replicas=3, steps=14, warmup_steps=2, sync_interval=2,
-                penalty_alpha=0.3, penalty_arming=3, spike_replica=SPIKE_REPLICA, spike_step=SPIKE_STEP,
+                spike_replica=SPIKE_REPLICA, spike_step=SPIKE_STEP,
                 spike_scale=10.0, spike_units=SPIKE_UNITS, checksums=True, threads=1, out=str(out))
     base.update(kw)
     return small(**base)
@@ -142,7 +144,7 @@ def test_without_the_penalty_the_spike_reaches_the_anchor(spike_on, spike_off):
 def nan_run(tmp_path_factory):
     """2×2: replica 1's parameters become inf after step 6, so step 7 computes a NaN loss; a tight φ."""
     cfg = small(method="edit", shards=2, replicas=2, steps=12, warmup_steps=2, sync_interval=2,
-                penalty_alpha=0.3, penalty_arming=3, penalty_clip_norm=0.1, spike_replica=1, spike_step=6,
+                penalty_clip_norm=0.1, spike_replica=1, spike_step=6,
                 spike_scale=float("inf"), checksums=True, out=str(tmp_path_factory.mktemp("nan") / "run"))
     return launch(cfg)
 
@@ -190,4 +192,64 @@ def test_spike_settings_are_validated():
     small(method="edit", spike_replica=1, spike_step=2).validate()
     with pytest.raises(ConfigError, match="spike_step"):
         small(method="edit", spike_replica=1, spike_step=1).validate()
+
+
+# ---------------------------------------------------------------- re-admission after a shared rise (D10)
+
+
+@pytest.fixture(scope="module")
+def resumed_with_larger_tau(tmp_path_factory):
+    """1×2, τ = 2 for 20 steps (checkpointed), then resumed with τ = 6: every round holds three times the
+    steps, so every replica's G rises for good. The detector judges G itself here (per_step off), as the
+    reference does; the defaults' G/k would see no change at all (checked offline below)."""
+    root = tmp_path_factory.mktemp("readmit")
+    base = dict(method="edit", shards=1, replicas=2, warmup_steps=2, penalty_per_step=False)
+    first = launch(small(**base, steps=20, sync_interval=2, checkpoint_every=1, out=str(root / "a")))
+    with pytest.warns(UserWarning, match="re-admitted") as caught:
+        resumed = launch(small(**base, steps=38, sync_interval=6, resume=str(root / "a"), out=str(root / "b")))
+    return first, resumed, [str(w.message) for w in caught if "re-admitted" in str(w.message)]
+
+
+def test_a_rise_of_every_replica_is_readmitted_at_the_kth_sync(resumed_with_larger_tau):
+    first, resumed, warned = resumed_with_larger_tau
+    K = resumed.config.penalty_readmit_after
+    assert K == 3 and not any(p["outlier"] for p in first.penalty)
+    groups = _by_sync_unit(resumed)
+    assert sorted({s for s, _ in groups}) == [26, 32, 38]
+    readmitted_units = set()
+    for unit in range(3):
+        for step in (26, 32):  # K − 1 syncs: every replica flagged, the unit is not updated
+            recs = groups[(step, unit)]
+            assert all(p["outlier"] and not p["readmitted"] and p["skipped"] for p in recs)
+            assert all(p["steps"] == 6 and p["weight"] == 0.0 for p in recs)
+        last = groups[(38, unit)]
+        assert not any(p["outlier"] or p["skipped"] for p in last)
+        if last[0]["readmitted"]:  # the K-th: accepted, though still above the threshold
+            readmitted_units.add(unit)
+            assert all(p["readmitted"] and p["z"] > p["threshold"] for p in last)
+            assert math.fsum(p["weight"] for p in last) == pytest.approx(1.0, abs=1e-12)
+    assert readmitted_units  # at least one unit was still flagged at the third sync (units 1 and 2 here)
+    listed = resumed.summary["method_info"]["penalty_readmissions"]
+    assert listed == [{"step": 38, "unit": u, "replica": r} for u in sorted(readmitted_units) for r in (0, 1)]
+    assert len(warned) == 1 and f"re-admitted {len(listed)} outlier(s)" in warned[0]
+
+
+def test_engine_decisions_are_the_replay_of_their_norms(resumed_with_larger_tau):
+    from edit_lab.penalty import PenaltyConfig, replay
+
+    first, resumed, _ = resumed_with_larger_tau
+    records = first.penalty + resumed.penalty  # the resumed detectors start from the checkpoint of step 20
+    for unit in range(3):
+        mine = [[p for p in records if p["unit"] == unit and p["replica"] == r] for r in (0, 1)]
+        norms = [[p["G"] for p in m] for m in mine]
+        steps = [[p["steps"] for p in m] for m in mine]
+        got = replay(PenaltyConfig.of(resumed.config), norms, steps)
+        for r in (0, 1):
+            assert [(j.outlier, j.readmitted) for j in got[r]] == [(p["outlier"], p["readmitted"]) for p in mine[r]]
+            assert [j.z for j in got[r]] == pytest.approx([p["z"] for p in mine[r]], rel=1e-9, abs=1e-12)
+        # without re-admission the units flagged at the third sync would stay flagged for good; with the
+        # defaults' per-step norms G/k the longer rounds are not even a rise
+        locked = replay(PenaltyConfig(per_step=False, readmit_after=0), norms, steps)
+        assert [j.outlier for j in locked[0]][-3:-1] == [True, True]
+        assert not any(j.outlier for r in (0, 1) for j in replay(PenaltyConfig(), norms, steps)[r])
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -40,13 +41,28 @@ def test_check_softmax_weights(capsys):
 
 
 def test_check_first_armed_step():
+    # the notebook's exercise: W = 4, τ = 2 and the lab's default E = 4 (PenaltyConfig, RunConfig)
     assert check_first_armed_step(None) is False
-    assert check_first_armed_step(12) is True
+    assert check_first_armed_step(14) is True
+    assert check_first_armed_step(12, arming=3) is True
     assert check_first_armed_step(10 + 11 * 10, warmup=10, interval=10, arming=10) is True
     with pytest.raises(AssertionError, match="only creates the anchors"):
-        check_first_armed_step(10)  # counts the anchor step as a sync
+        check_first_armed_step(12)  # counts the anchor step as a sync
     with pytest.raises(AssertionError):
         check_first_armed_step(6)
+
+
+def test_exercise_defaults_are_the_notebooks_and_the_labs():
+    from edit_lab import RunConfig
+    from edit_lab.penalty import PenaltyConfig
+    from edit_lab.tools.notebooks import NOTEBOOKS
+
+    params = json.loads((NOTEBOOKS / "05_pseudo_gradient_penalty.ipynb").read_text())
+    cell = next(c for c in params["cells"] if "parameters" in c["metadata"].get("tags", []))
+    values: dict = {}
+    exec("".join(cell["source"]), {}, values)
+    assert values["ARMING"] == RunConfig().penalty_arming == PenaltyConfig().arming == 4
+    assert check_first_armed_step(first_armed_step(values["WARMUP"], values["TAU"], values["ARMING"])) is True
 
 
 def test_check_clip_factor():

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
+from edit_lab import ConfigError, RunConfig
 from edit_lab.penalty import (
     AnomalyDetector,
     PenaltyConfig,
+    PenaltyValueError,
     all_anomalous,
     clip_factor,
+    every_replica_flagged,
+    replay,
     softmax_weights,
 )
 
@@ -240,10 +245,22 @@ def test_state_dict_round_trip_gives_identical_decisions():
 def test_config_defaults_validate_and_build_detectors():
     c = PenaltyConfig()
     c.validate()
-    assert (c.alpha, c.arming, c.threshold, c.temperature, c.clip_norm) == (0.02, 10, 3.0, 1.0, 10.0)
+    # the lab's defaults, measured (edit-method.md D10, benchmarks/penalty_defaults.py)
+    assert (c.alpha, c.arming, c.threshold, c.temperature, c.clip_norm) == (0.2, 4, 3.0, 1.0, 10.0)
+    assert (c.bias_correction, c.readmit_after, c.per_step) == (True, 3, True)
     d = c.new_detector()
-    assert (d.alpha, d.arming, d.threshold) == (0.02, 10, 3.0)
+    assert (d.alpha, d.arming, d.threshold, d.bias_correction, d.readmit_after) == (0.2, 4, 3.0, True, 3)
     PenaltyConfig(temperature=math.inf, clip_norm=math.inf, arming=1).validate()
+    # the constructor's own defaults are the reference's exact rules (with the lab's former E = 10)
+    e = AnomalyDetector()
+    assert (e.alpha, e.arming, e.threshold, e.bias_correction, e.readmit_after) == (0.02, 10, 3.0, False, 0)
+
+
+def test_run_config_carries_the_same_defaults():
+    cfg = RunConfig()
+    assert PenaltyConfig.of(cfg) == PenaltyConfig()
+    assert PenaltyConfig.of(cfg.replace(penalty_alpha=0.3, penalty_readmit_after=0)) == PenaltyConfig(
+        alpha=0.3, readmit_after=0)
 
 
 @pytest.mark.parametrize(
@@ -273,3 +290,248 @@ def test_detector_refuses_bad_parameters():
         AnomalyDetector(arming=0)
     with pytest.raises(ValueError, match="alpha"):
         AnomalyDetector(alpha=2.0)
+
+
+# every value the detector (or PenaltyConfig) refuses; RunConfig.validate must refuse it too, naming penalty_<field>
+REFUSED = [
+    ("alpha", 0.0), ("alpha", 1.0), ("alpha", -0.1), ("alpha", math.nan), ("alpha", True), ("alpha", "0.1"),
+    ("arming", 0), ("arming", 2.5), ("arming", 3.0), ("arming", True),
+    ("threshold", 0.0), ("threshold", math.inf), ("threshold", math.nan),
+    ("bias_correction", 1), ("bias_correction", "yes"),
+    ("readmit_after", -1), ("readmit_after", 1.5), ("readmit_after", False),
+    ("temperature", 0.0), ("temperature", math.nan), ("clip_norm", -1.0), ("clip_norm", math.nan),
+    ("anomaly", 1), ("per_step", 0),
+]
+DETECTOR_FIELDS = ("alpha", "arming", "threshold", "bias_correction", "readmit_after")
+
+
+@pytest.mark.parametrize("field, value", REFUSED)
+def test_one_validator_for_detector_penalty_config_and_run_config(field, value):
+    with pytest.raises(PenaltyValueError, match=field) as e:
+        PenaltyConfig(**{field: value}).validate()
+    assert e.value.field == field
+    if field in DETECTOR_FIELDS:
+        with pytest.raises(ValueError, match=field):
+            AnomalyDetector(**{field: value})
+    with pytest.raises(ConfigError, match=rf"^penalty_{field}=") as c:
+        RunConfig(**{"penalty_" + field: value}).validate()
+    assert e.value.allowed in str(c.value)  # the same words: one check, one message
+
+
+def test_run_config_accepts_the_edges_the_detector_accepts():
+    for kw in (dict(penalty_alpha=0.999, penalty_arming=1, penalty_readmit_after=0, penalty_bias_correction=False,
+                    penalty_per_step=False), dict(penalty_temperature=math.inf, penalty_clip_norm=math.inf),
+               dict(penalty_threshold=1e-3, penalty_readmit_after=1)):
+        cfg = RunConfig(**kw).validate()
+        PenaltyConfig.of(cfg).new_detector()
+
+
+# ---------------------------------------------------------------- bias correction (D10)
+
+
+def test_bias_corrected_hand_computed():
+    # α 0.5, values 2, 4, 2; c_n = 1 − 0.5^n = 0.5, 0.75, 0.875; deviations from the corrected mean μ̂:
+    #   x=2: μ=1,    μ̂=2,                d=0 (first value)                M2=0
+    #   x=4: μ=2.5,  μ̂=2.5/0.75=10/3,    d=2,    x−μ̂=2/3                 M2=0.5·(0   + 0.5·2·2/3)        = 1/3
+    #   x=2: μ=2.25, μ̂=2.25/0.875=18/7,  d=−4/3, x−μ̂=−4/7                M2=0.5·(1/3 + 0.5·(−4/3)·(−4/7)) = 5/14
+    #   σ̂² = M2/c = (5/14)/(7/8) = 20/49
+    d = AnomalyDetector(alpha=0.5, arming=3, threshold=1.0, bias_correction=True)
+    d.update(2.0)
+    assert (d.count, d.mean, d.m2, d.correction()) == (1, 1.0, 0.0, 0.5)
+    assert d.mu() == pytest.approx(2.0, rel=1e-15) and d.std() == 0.0
+    d.update(4.0)
+    assert (d.mean, d.correction()) == (2.5, 0.75)
+    assert d.m2 == pytest.approx(1 / 3, rel=1e-12)
+    assert d.mu() == pytest.approx(10 / 3, rel=1e-12)
+    assert d.std() == pytest.approx(2 / 3, rel=1e-12)  # σ̂² = (1/3)/(3/4) = 4/9
+    d.update(2.0)
+    assert (d.count, d.mean, d.correction()) == (3, 2.25, 0.875)
+    assert d.m2 == pytest.approx(5 / 14, rel=1e-12)
+    assert d.mu() == pytest.approx(18 / 7, rel=1e-12)
+    assert d.std() ** 2 == pytest.approx(20 / 49, rel=1e-12)
+    # what they are: the mean of 2, 4, 2 weighted (1−α)^age = 0.25, 0.5, 1, and (1−α) × their weighted variance
+    w, x = [0.25, 0.5, 1.0], [2.0, 4.0, 2.0]
+    m = sum(a * b for a, b in zip(w, x)) / sum(w)
+    var = sum(a * (b - m) ** 2 for a, b in zip(w, x)) / sum(w)
+    assert d.mu() == pytest.approx(m, rel=1e-12) and d.std() ** 2 == pytest.approx(0.5 * var, rel=1e-12)
+    sigma = math.sqrt(20 / 49)
+    assert list(d.window) == pytest.approx([0.0, 0.0, (2.0 - 18 / 7) / sigma])
+    assert d.z(3.2) == pytest.approx((3.2 - 18 / 7) / sigma)  # 0.984 < 1
+    assert d.is_outlier(3.2) is False and d.is_outlier(3.3) is True  # z 1.140
+    assert d.flag_limit() == pytest.approx(18 / 7 + sigma)
+
+
+def test_exact_mode_takes_a_steady_norm_for_an_outlier_bias_correction_does_not():
+    # the issue of D10: μ starts at 0 and, with α = 0.02, needs ~50 syncs to forget it
+    exact = AnomalyDetector(alpha=0.02, arming=3, threshold=3.0)
+    for _ in range(3):
+        exact.observe(1.0)
+    assert exact.mu() == pytest.approx(1 - 0.98**3, rel=1e-12)  # 0.0588
+    assert exact.z(1.0) == pytest.approx(4.0412, abs=1e-4)  # a constant norm, 4 σ "above" its mean
+    decisions = [exact.observe(1.0)[0] for _ in range(3)]
+    assert decisions == [False, False, True]  # flagged once the widened threshold (window std) narrows again
+    corrected = AnomalyDetector(alpha=0.02, arming=3, threshold=3.0, bias_correction=True)
+    for x in (1.0, 1.1, 0.9):
+        corrected.observe(x)
+    assert corrected.mu() == pytest.approx(0.99932, abs=1e-5)  # weights 0.98², 0.98, 1
+    assert corrected.std() == pytest.approx(0.081232, abs=1e-6)
+    assert [corrected.observe(x)[0] for x in (1.05, 1.0, 1.1, 1.0, 0.95)] == [False] * 5
+    assert corrected.observe(1.6)[0] is True  # a real jump still is
+
+
+def test_bias_correction_is_exact_mode_in_the_long_run():
+    exact = AnomalyDetector(alpha=0.1, arming=4)
+    corrected = AnomalyDetector(alpha=0.1, arming=4, bias_correction=True)
+    series = [1.0 + 0.05 * math.sin(1.7 * i) for i in range(400)]
+    for x in series:
+        exact.update(x)
+        corrected.update(x)
+    assert corrected.correction() == pytest.approx(1.0, abs=1e-15)  # 1 − 0.9^400
+    assert corrected.mu() == pytest.approx(exact.mu(), rel=1e-12)
+    assert corrected.std() == pytest.approx(exact.std(), rel=1e-9)
+    for x in (0.9, 1.0, 1.1, 1.2, 2.0):
+        assert corrected.is_outlier(x) == exact.is_outlier(x)
+
+
+def test_per_step_norm_is_what_the_detector_judges():
+    c = PenaltyConfig()
+    assert c.judged_norm(1.2, 3) == pytest.approx(0.4)
+    assert c.judged_norm(1.2, 0) is None  # no step in the round: Δ = 0, nothing to judge
+    assert PenaltyConfig(per_step=False).judged_norm(1.2, 3) == 1.2
+    # with a fixed τ the decisions do not depend on it: z is unchanged when every value is scaled alike
+    a, b = PenaltyConfig().new_detector(), PenaltyConfig().new_detector()
+    for x in (1.0, 1.1, 0.9, 1.05, 0.97, 1.3, 1.02, 2.5):
+        za, zb = a.observe(x), b.observe(x / 8)
+        assert za[0] == zb[0] and za[1] == pytest.approx(zb[1], rel=1e-9)
+
+
+# ---------------------------------------------------------------- re-admission (D10)
+
+
+def _noisy(level: float, n: int, phase: float) -> list[float]:
+    return [level * (1.0 + 0.04 * math.sin(2.3 * i + phase)) for i in range(n)]
+
+
+def test_a_shift_of_every_replica_is_readmitted_within_k_syncs_exact_mode_stays_locked():
+    # two replicas, 8 syncs around 1.0, then every norm ×1.5 for good (e.g. resumed with a larger lr)
+    norms = [_noisy(1.0, 8, 0.0) + _noisy(1.5, 8, 0.0), _noisy(1.0, 8, 1.0) + _noisy(1.5, 8, 1.0)]
+    steps = [[4] * 16, [4] * 16]
+    lab = PenaltyConfig()  # K = 3
+    got = replay(lab, norms, steps)
+    for r in range(2):
+        assert [j.outlier for j in got[r]] == [False] * 8 + [True, True] + [False] * 6
+        assert [j.readmitted for j in got[r]] == [False] * 10 + [True] + [False] * 5
+        assert got[r][10].z > got[r][10].threshold  # still an outlier by the numbers: accepted anyway
+    # without re-admission the new level is never learnt: every later sync is flagged, the unit never trains
+    locked = replay(PenaltyConfig(readmit_after=0), norms, steps)
+    assert all([j.outlier for j in locked[r]] == [False] * 8 + [True] * 8 for r in range(2))
+    exact = PenaltyConfig(alpha=0.02, bias_correction=False, readmit_after=0, per_step=False)
+    assert all(all(j.outlier for j in replay(exact, norms, steps)[r][8:]) for r in range(2))
+    assert not any(j.readmitted for r in range(2) for j in replay(exact, norms, steps)[r])
+
+
+def test_a_single_bad_replica_is_never_readmitted():
+    norms = [_noisy(1.0, 16, 0.0), _noisy(1.0, 8, 1.0) + _noisy(2.0, 8, 1.0)]
+    got = replay(PenaltyConfig(), norms, [[2] * 16, [2] * 16])
+    assert [j.outlier for j in got[1]] == [False] * 8 + [True] * 8
+    assert not any(j.outlier or j.readmitted for j in got[0])
+
+
+def test_readmit_due_counts_syncs_with_every_replica_flagged():
+    d = AnomalyDetector(readmit_after=3)
+    assert [d.readmit_due(f) for f in (True, True, False, True, True, True, True)] == \
+        [False, False, False, False, False, True, False]
+    assert d.streak == 1
+    assert every_replica_flagged([True, True], [1.0, math.nan]) is True
+    assert every_replica_flagged([True, True], [math.nan, math.inf]) is False  # nothing finite to re-admit
+    assert every_replica_flagged([True, False], [1.0, 2.0]) is False
+    never = AnomalyDetector()  # K = 0
+    assert not any(never.readmit_due(True) for _ in range(50))
+
+
+def test_restart_rearms_from_the_value():
+    d = AnomalyDetector(alpha=0.1, arming=4, bias_correction=True, readmit_after=3)
+    for x in (1.0, 1.1, 0.9, 1.0, 1.05):
+        d.observe(x)
+    d.streak = 2
+    d.restart(1.6)
+    assert (d.count, d.streak, list(d.window)) == (1, 0, [0.0])
+    assert d.mu() == pytest.approx(1.6, rel=1e-12) and d.std() == 0.0
+    assert not d.armed and d.is_outlier(1e9) is False  # arms again E − 1 syncs later
+
+
+def test_state_dict_round_trip_with_bias_correction_and_readmission():
+    cfg = PenaltyConfig()
+    d = cfg.new_detector()
+    for x in (1.0, 1.2, 0.9, 1.1, 1.05, 3.0):
+        d.observe(x)
+    d.readmit_due(True)
+    d.readmit_due(True)
+    state = json.loads(json.dumps(d.state_dict()))
+    assert (state["streak"], state["bias_correction"], state["readmit_after"]) == (2, True, 3)
+    e = cfg.new_detector()
+    e.load_state_dict(state)
+    assert e.state_dict() == d.state_dict()
+    assert e.readmit_due(True) is d.readmit_due(True) is True  # the third in a row, on both
+    for x in (1.0, 1.3, 2.0, 5.0, 0.2, math.nan, 1.15):
+        assert e.observe(x) == d.observe(x)
+    assert e.state_dict() == d.state_dict()
+    old = {k: v for k, v in state.items() if k != "streak"}  # a checkpoint from before re-admission
+    e.load_state_dict(old)
+    assert e.streak == 0
+
+
+# ---------------------------------------------------------------- recorded norm series of real runs
+
+NORMS = json.loads((Path(__file__).parent / "data" / "penalty_norms.json").read_text())["runs"]
+
+
+def _unit_series(run: dict, unit: int) -> list[list[float]]:
+    return [[math.nan if g is None else g for g in run["G"][r][unit]] for r in range(len(run["G"]))]
+
+
+def test_recorded_runs_cover_the_lab_and_notebook_05():
+    seeds = {}
+    for run in NORMS:
+        seeds.setdefault(run["config"], set()).add(run["seed"])
+    for name in ("lab-edit", "lab-aedit", "lab-edit-long", "examples-edit", "examples-aedit", "nb05", "nb05-spike"):
+        assert len(seeds[name]) >= 5, name
+
+
+def test_default_detector_never_flags_a_healthy_replica_of_the_recorded_runs():
+    judged = 0
+    for run in NORMS:
+        onset = next((i for i, s in enumerate(run["sync_steps"]) if s > run["trouble"]["step"]), None) \
+            if run["trouble"] else None
+        for u in range(len(run["G"][0])):
+            got = replay(PenaltyConfig(), _unit_series(run, u), run["k"])
+            for r, per_sync in enumerate(got):
+                for i, j in enumerate(per_sync):
+                    if r == 1 and i == onset:
+                        continue  # the spike (next test)
+                    assert not j.outlier and not j.readmitted, (run["config"], run["seed"], r, u, i)
+                    judged += math.isfinite(j.limit)
+    assert judged > 2000  # an armed detector did judge them (E is not simply longer than the runs)
+
+
+def test_the_reference_detector_with_the_labs_former_arming_would_cry_wolf():
+    exact = PenaltyConfig(alpha=0.02, arming=3, bias_correction=False, readmit_after=0, per_step=False)
+    flags = sum(j.outlier for run in NORMS if not run["trouble"] for u in range(len(run["G"][0]))
+                for per_sync in replay(exact, _unit_series(run, u), run["k"]) for j in per_sync)
+    assert flags >= 50  # 73 healthy (replica, unit, sync) records flagged in these runs
+
+
+def test_spike_is_flagged_at_the_first_sync_after_it():
+    spiked = [run for run in NORMS if run["trouble"].get("kind") == "spike"]
+    assert len(spiked) == 5
+    for run in spiked:
+        onset = next(i for i, s in enumerate(run["sync_steps"]) if s > run["trouble"]["step"])
+        for u in range(len(run["G"][0])):
+            got = replay(PenaltyConfig(), _unit_series(run, u), run["k"])
+            assert got[1][onset].outlier, (run["seed"], u)
+            assert not got[1][onset + 1].outlier  # θ ← a: healthy again, and the spike was not learnt
+    # a generated healthy series, then a rise by half of one replica: caught at once
+    norms = [_noisy(0.3, 12, 0.0), _noisy(0.3, 11, 1.0) + [0.45]]
+    got = replay(PenaltyConfig(), norms, [[2] * 12, [2] * 12])
+    assert [j.outlier for j in got[1]] == [False] * 11 + [True]
+    assert not any(j.outlier for j in got[0])
