@@ -42,6 +42,7 @@ Decision D10 of docs/edit-method.md, by measurement, in three stages:
     python benchmarks/penalty_defaults.py                 # all three (5 seeds: about 8 min on 2 quiet cores)
     python benchmarks/penalty_defaults.py --replay FILE   # stages 2–3 on series collected before (stage 1's JSON)
     python benchmarks/penalty_defaults.py --replay FILE --no-verify   # the table alone, in seconds
+    python benchmarks/penalty_defaults.py --configs bench-edit bench-aedit --no-verify   # recollect two, keep the rest
 
 The series go to benchmarks/results/penalty_series.json, the table and the real runs' counts to
 benchmarks/results/penalty_defaults.json.
@@ -91,6 +92,13 @@ def nb05_config(p: dict[str, Any]) -> RunConfig:
                      progress=False)
 
 
+def _bench(method: str) -> RunConfig:
+    """A run of benchmarks/aedit_loss.py's consistent-straggler setting (A-EDiT period: τ slow steps here)."""
+    return RunConfig(method=method, model="tiny", shards=2, replicas=2, sync_interval=10, eval_every=0,
+                     progress=False, time_budget=20.0, straggler_replicas=(1,), straggler_factor=2.0,
+                     sync_period=2.4)
+
+
 def configurations() -> dict[str, tuple[RunConfig, dict[str, Any]]]:
     """name → (config, trouble): trouble is {} for a healthy run, else {"kind", "step"} of the failure."""
     from edit_lab.tools.make_examples import example_config
@@ -103,6 +111,9 @@ def configurations() -> dict[str, tuple[RunConfig, dict[str, Any]]]:
         "lab-edit": (lab.replace(method="edit"), {}),
         "lab-aedit": (lab.replace(method="aedit"), {}),
         "lab-edit-long": (lab.replace(method="edit", steps=96), {}),
+        # benchmarks/aedit_loss.py's runs: tiny model, 2×2, τ = 10, replica 1 twice as slow, 20 s each
+        "bench-edit": (_bench("edit"), {}),
+        "bench-aedit": (_bench("aedit"), {}),
         "examples-edit": (example_config("edit"), {}),
         "examples-aedit": (example_config("aedit"), {}),
         "nb05": (nb, {}),
@@ -187,17 +198,18 @@ class Setting:
     readmit_after: int
     per_step: bool = True
     threshold: float = 3.0
+    min_rel_std: float = 0.0
 
     @property
     def label(self) -> str:
         mode = "corrected" if self.bias_correction else "exact"
         return (f"{mode}{', G/k' if self.per_step else ', G'} α={self.alpha:g} E={self.arming} "
-                f"K={self.readmit_after}")
+                f"K={self.readmit_after} ε={self.min_rel_std:g}")
 
     def penalty(self) -> PenaltyConfig:
         return PenaltyConfig(alpha=self.alpha, arming=self.arming, threshold=self.threshold,
                              bias_correction=self.bias_correction, readmit_after=self.readmit_after,
-                             per_step=self.per_step)
+                             per_step=self.per_step, min_rel_std=self.min_rel_std)
 
 
 def _norm(g: float | None) -> float:
@@ -300,6 +312,10 @@ def candidates(readmit_after: int) -> list[Setting]:
     for alpha in (0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3):
         for arming in (3, 4, 5):
             grid.append(Setting(True, alpha, arming, readmit_after))
+    for eps in (0.05, 0.1, 0.15, 0.2):  # the noise floor σ ≥ ε·μ̂
+        for alpha in (0.1, 0.2, 0.3):
+            for arming in (3, 4):
+                grid.append(Setting(True, alpha, arming, readmit_after, min_rel_std=eps))
     return grid
 
 
@@ -362,7 +378,8 @@ def verify(seeds: Sequence[int], out: Path) -> list[dict[str, Any]]:
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0 … N−1 of every configuration")
-    ap.add_argument("--configs", nargs="+", default=None, help="configurations to collect (default: all)")
+    ap.add_argument("--configs", nargs="+", default=None,
+                    help="configurations to collect (default: all); the series of the others are kept")
     ap.add_argument("--replay", type=Path, default=None, help="replay this series file instead of collecting")
     ap.add_argument("--readmit-after", type=int, default=3, help="K of the candidates that re-admit")
     ap.add_argument("--no-verify", action="store_true",
@@ -378,7 +395,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.replay is None:
         names = args.configs or list(configurations())
         rows = collect(names, range(args.seeds), args.out)
-        (RESULTS / "penalty_series.json").write_text(json.dumps(rows))
+        series = RESULTS / "penalty_series.json"
+        if args.configs and series.exists():  # a few configurations (re)collected: keep the others' series
+            rows = [r for r in json.loads(series.read_text()) if r["config"] not in names] + rows
+        series.write_text(json.dumps(rows))
     else:
         rows = json.loads(args.replay.read_text())
     results = [evaluate(s, rows) for s in candidates(args.readmit_after)]

@@ -41,7 +41,7 @@ def _is_number(v: Any) -> bool:
 
 
 def _check_detector_params(alpha: Any, arming: Any, threshold: Any, bias_correction: Any = False,
-                           readmit_after: Any = 0) -> None:
+                           readmit_after: Any = 0, min_rel_std: Any = 0.0) -> None:
     """Refuse detector settings that cannot work, naming the field.
 
     The one check of these values: `AnomalyDetector`, `PenaltyConfig.validate` and (through the latter)
@@ -60,6 +60,9 @@ def _check_detector_params(alpha: Any, arming: Any, threshold: Any, bias_correct
         raise PenaltyValueError("readmit_after", readmit_after,
                                 "an integer >= 0 (K: a unit is re-admitted at the K-th sync in a row at which "
                                 "every replica was flagged on it; 0: never)")
+    if not _is_number(min_rel_std) or not 0.0 <= min_rel_std < math.inf:
+        raise PenaltyValueError("min_rel_std", min_rel_std,
+                                "a finite number >= 0 (the smallest σ as a fraction of the mean; 0: none)")
 
 
 def _check_positive(name: str, value: Any, what: str) -> None:
@@ -88,6 +91,7 @@ class PenaltyConfig:
     clip_norm: float = 10.0  # phi
     bias_correction: bool = True
     readmit_after: int = 3  # K, 0 = never
+    min_rel_std: float = 0.1  # ε: σ is never taken below ε·μ (a noise floor); 0 = the reference
     per_step: bool = True  # the detector judges G/k, k = the replica's local steps in the round
 
     @classmethod
@@ -100,14 +104,16 @@ class PenaltyConfig:
         for name in ("anomaly", "weighting", "clip", "per_step"):
             if not isinstance(getattr(self, name), bool):
                 raise PenaltyValueError(name, getattr(self, name), "True or False")
-        _check_detector_params(self.alpha, self.arming, self.threshold, self.bias_correction, self.readmit_after)
+        _check_detector_params(self.alpha, self.arming, self.threshold, self.bias_correction, self.readmit_after,
+                               self.min_rel_std)
         _check_positive("temperature", self.temperature, "T of the softmax weights")
         _check_positive("clip_norm", self.clip_norm, "phi, the largest norm of the aggregated pseudo-gradient")
 
     def new_detector(self) -> AnomalyDetector:
         """A fresh detector with this configuration (one is needed per replica and unit)."""
         return AnomalyDetector(alpha=self.alpha, arming=self.arming, threshold=self.threshold,
-                               bias_correction=self.bias_correction, readmit_after=self.readmit_after)
+                               bias_correction=self.bias_correction, readmit_after=self.readmit_after,
+                               min_rel_std=self.min_rel_std)
 
     def judged_norm(self, g: float, steps: int) -> float | None:
         """The value the detector judges for a unit's norm G after `steps` local steps of the replica.
@@ -180,13 +186,14 @@ class AnomalyDetector:
     """
 
     def __init__(self, alpha: float = 0.02, arming: int = 10, threshold: float = 3.0,
-                 bias_correction: bool = False, readmit_after: int = 0) -> None:
-        _check_detector_params(alpha, arming, threshold, bias_correction, readmit_after)
+                 bias_correction: bool = False, readmit_after: int = 0, min_rel_std: float = 0.0) -> None:
+        _check_detector_params(alpha, arming, threshold, bias_correction, readmit_after, min_rel_std)
         self.alpha = float(alpha)
         self.arming = int(arming)  # E
         self.threshold = float(threshold)  # delta
         self.bias_correction = bias_correction
         self.readmit_after = int(readmit_after)  # K
+        self.min_rel_std = float(min_rel_std)  # ε
         self.count: int = 0
         self.mean: float = 0.0  # μ, uncorrected
         self.m2: float = 0.0  # M2, uncorrected
@@ -209,10 +216,13 @@ class AnomalyDetector:
         return self.mean / self.correction()
 
     def std(self) -> float:
-        """σ = sqrt(M2/c) (c = 1 in exact mode) once two values have been seen, else 0."""
+        """σ = max(sqrt(M2/c), ε·|μ̂|) (c = 1 in exact mode, ε = 0 in the reference) once two values have
+        been seen, else 0. The floor ε·|μ̂| (`min_rel_std`): a series that barely moves has a tiny σ, and its
+        z-score then calls a 10 % drift of a healthy norm (a longer round, a later phase of training) an
+        anomaly; with the floor a value must exceed μ̂ by at least δ·ε·μ̂ (30 % with δ = 3, ε = 0.1)."""
         if self.count < 2:
             return 0.0
-        return math.sqrt(max(self.m2, 0.0) / self.correction())
+        return max(math.sqrt(max(self.m2, 0.0) / self.correction()), self.min_rel_std * abs(self.mu()))
 
     def z(self, x: float) -> float:
         """How many σ the norm x lies above the running mean; 0 before arming or with σ = 0."""
@@ -314,6 +324,7 @@ class AnomalyDetector:
             "threshold": self.threshold,
             "bias_correction": self.bias_correction,
             "readmit_after": self.readmit_after,
+            "min_rel_std": self.min_rel_std,
             "count": self.count,
             "mean": self.mean,
             "m2": self.m2,

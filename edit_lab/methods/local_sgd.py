@@ -50,6 +50,7 @@ class LocalSGDMethod(Method):
         self.last_sync_step: int | None = None
         self.n_syncs = 0
         self.stopping = False  # time budgets: a replica said at a sync point that its budget is spent
+        self.last_meeting: tuple[list[bool], int] | None = None  # the latest budget meeting's (done flags, total)
 
     # ------------------------------------------------------------ schedule
     def begin_step(self, step: int) -> None:
@@ -103,6 +104,7 @@ class LocalSGDMethod(Method):
         rows = everyone.reshape(R, 2).cpu().tolist()
         flags, total = [bool(r[0]) for r in rows], int(round(sum(r[1] for r in rows)))
         self.log.record("stop_check", step=step, done=flags, total=total)
+        self.last_meeting = (flags, total)
         return flags, total
 
     def go_on(self, step: int, spent: bool | None = None) -> bool:
@@ -124,6 +126,12 @@ class LocalSGDMethod(Method):
         sync: the same decision everywhere, from the same gathered vector."""
         if not self.cfg.time_budget or self.mesh.replicas == 1:
             return self.last_sync_step != step
+        # A meeting at a sync point where every replica was already done (this one and the others in
+        # their `finalize`) was the last one: the others have left the loop, so meeting again would pair
+        # this replica's all-gather with their final sync's collectives.
+        met = self.last_meeting
+        if met is not None and self.stopping and all(met[0]):
+            return met[1] > 0
         while True:
             flags, total = self.budget_meeting(step, done=True)
             if all(flags):
