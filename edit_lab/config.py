@@ -66,14 +66,14 @@ class RunConfig:
     penalty_anomaly: bool = True
     penalty_weighting: bool = True
     penalty_clip: bool = True
-    penalty_alpha: float = 0.2  # EWMA smoothing of the anomaly detector, in (0, 1)
+    penalty_alpha: float = 0.3  # EWMA smoothing of the anomaly detector, in (0, 1)
     penalty_arming: int = 4  # E, in syncs
     penalty_threshold: float = 3.0  # delta
     penalty_temperature: float = 1.0  # T
     penalty_clip_norm: float = 10.0  # phi
     penalty_bias_correction: bool = True  # mean and variance divided by 1-(1-alpha)^n, as Adam's (false: the reference)
     penalty_readmit_after: int = 3  # K: the K-th sync in a row with every replica flagged re-admits the unit (0: never)
-    penalty_min_rel_std: float = 0.1  # epsilon: the detector's sigma is never below epsilon times its mean, a noise floor (0: the reference)
+    penalty_min_rel_std: float = 0.15  # epsilon: the detector's sigma is never below epsilon times its mean, a noise floor (0: the reference)
     penalty_per_step: bool = True  # the detector judges G/k, k = local steps in the round (false: G, as the reference)
     # --- trouble on purpose (teaching the penalty) ---
     corrupt_replica: int = -1  # replica fed corrupted data, -1 for none

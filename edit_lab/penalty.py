@@ -84,14 +84,14 @@ class PenaltyConfig:
     anomaly: bool = True
     weighting: bool = True
     clip: bool = True
-    alpha: float = 0.2
+    alpha: float = 0.3
     arming: int = 4  # E
     threshold: float = 3.0  # delta
     temperature: float = 1.0  # T
     clip_norm: float = 10.0  # phi
     bias_correction: bool = True
     readmit_after: int = 3  # K, 0 = never
-    min_rel_std: float = 0.1  # ε: σ is never taken below ε·μ (a noise floor); 0 = the reference
+    min_rel_std: float = 0.15  # ε: σ is never taken below ε·μ (a noise floor); 0 = the reference
     per_step: bool = True  # the detector judges G/k, k = the replica's local steps in the round
 
     @classmethod

@@ -246,7 +246,7 @@ def test_config_defaults_validate_and_build_detectors():
     c = PenaltyConfig()
     c.validate()
     # the lab's defaults, measured (edit-method.md D10, benchmarks/penalty_defaults.py)
-    assert (c.alpha, c.arming, c.threshold, c.temperature, c.clip_norm) == (0.2, 4, 3.0, 1.0, 10.0)
+    assert (c.alpha, c.arming, c.threshold, c.temperature, c.clip_norm) == (0.3, 4, 3.0, 1.0, 10.0)
     assert (c.bias_correction, c.readmit_after, c.per_step) == (True, 3, True)
     d = c.new_detector()
     assert (d.alpha, d.arming, d.threshold, d.bias_correction, d.readmit_after) == (0.2, 4, 3.0, True, 3)
