@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import statistics
 import subprocess
 import sys
@@ -86,15 +87,47 @@ def spread(values: list[float]) -> str:
     return f"{m:.4f} ({min(values):.4f}–{max(values):.4f})" if len(values) > 1 else f"{m:.4f}"
 
 
-def table_row(mesh: str, kind: str, method: str, rows: list[dict[str, Any]]) -> str:
+def paired(rows: list[dict[str, Any]], against: list[dict[str, Any]]) -> str:
+    """Mean over seeds of (this val − that val, same seed), and in how many seeds this one is lower.
+
+    The seed (data order, initialisation) moves every method's loss together, by more than the methods
+    differ: compared seed by seed, the difference is measured without that shared part."""
+    by_seed = {r["seed"]: r["val"] for r in against}
+    d = [r["val"] - by_seed[r["seed"]] for r in rows if r["seed"] in by_seed]
+    if not d or rows is against:
+        return "–"
+    return f"{statistics.fmean(d):+.3f} ({sum(x < 0 for x in d)}/{len(d)} lower)"
+
+
+def render(results: list[dict[str, Any]]) -> list[str]:
+    """The README table from the runs of one or several result files (each row: a mesh, straggler, method
+    and `variant`, over its seeds; paired differences against EDiT and sync of the same mesh and straggler)."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for r in results:
+        name = r["method"] + (f" ({r['variant']})" if r.get("variant") else "")
+        budget = f"{r['budget']:g} s" if r.get("budget") is not None else ""
+        groups.setdefault((r["mesh"], r["straggler"] + (f", {budget}" if budget else ""), name), []).append(r)
+    out = ["| mesh | straggler | method | val@budget mean (min–max) | − edit, same seed | − sync, same seed | "
+           "tokens | fast replica's step share | its mean weight | tokens discarded |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for (mesh, kind, name), rows in groups.items():
+        edit = groups.get((mesh, kind, "edit"), [])
+        sync = groups.get((mesh, kind, "sync"), [])
+        out.append(table_row(mesh, kind, name, rows, paired(rows, edit), paired(rows, sync)))
+    return out
+
+
+def table_row(mesh: str, kind: str, method: str, rows: list[dict[str, Any]], vs_edit: str = "–",
+              vs_sync: str = "–") -> str:
     def mean_of(key: str, fmt: str) -> str:
         vals = [r[key] for r in rows if r[key] is not None]
         return format(statistics.fmean(vals), fmt) if vals else "–"
 
     tokens = statistics.fmean(r["tokens"] for r in rows) / 1e3
     discarded = statistics.fmean(r["discarded_tokens"] for r in rows) / 1e3
-    return (f"| {mesh} | {kind} | {method} | {spread([r['val'] for r in rows])} | {tokens:.0f}k | "
-            f"{mean_of('fast_step_share', '.2f')} | {mean_of('fast_weight', '.2f')} | {discarded:.0f}k |")
+    return (f"| {mesh} | {kind} | {method} | {spread([r['val'] for r in rows])} | {vs_edit} | {vs_sync} | "
+            f"{tokens:.0f}k | {mean_of('fast_step_share', '.2f')} | {mean_of('fast_weight', '.2f')} | "
+            f"{discarded:.0f}k |")
 
 
 def git_commit() -> str:
@@ -105,7 +138,7 @@ def git_commit() -> str:
         return "unknown"
 
 
-def main(argv: list[str] | None = None) -> None:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--budget", type=float, default=30.0, help="seconds of training per run")
     ap.add_argument("--eval-every-s", type=float, default=0.0, help="timed validations (0: only the final one)")
@@ -123,14 +156,36 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--set", dest="sets", action="append", default=[], help="FIELD=VALUE for every run")
     ap.add_argument("--aedit-set", dest="aedit_sets", action="append", default=[], help="FIELD=VALUE for A-EDiT")
     ap.add_argument("--json", default=None, help="write every run and the table here")
+    ap.add_argument("--render", nargs="+", default=None, metavar="JSON",
+                    help="print the table of earlier result files (label each file's A-EDiT runs with its "
+                         "--aedit-set/--period-steps variant) instead of running anything")
+    return ap
+
+
+def variant_label(args: argparse.Namespace) -> str:
+    """What a result file changed for A-EDiT, from its command line: the table's label of its A-EDiT rows."""
+    return ", ".join([f"{k}={v}" for k, v in parse_sets(args.aedit_sets).items()] +
+                     ([f"period {args.period_steps:g} slow steps"] if args.period_steps is not None else []))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = parser()
     args = ap.parse_args(argv)
+    if args.render:
+        runs: list[dict[str, Any]] = []
+        for path in args.render:
+            data = json.loads(Path(path).read_text())
+            made = parser().parse_args(shlex.split(data["command"])[2:])
+            label = variant_label(made)
+            runs += [dict(r, budget=made.budget, variant=label if r["method"] == "aedit" else "") for r in data["runs"]]
+        print("\n".join(render(runs)))
+        return
 
     seeds = [int(s) for s in args.seeds.split(",")]
     methods = args.methods.split(",")
     sets, aedit_sets = parse_sets(args.sets), parse_sets(args.aedit_sets)
     tmp = Path(tempfile.mkdtemp(prefix="aedit_loss-"))
     results: list[dict[str, Any]] = []
-    table: list[str] = []
     for mesh in args.meshes.split(","):
         shards, replicas = (int(v) for v in mesh.split("x"))
         base = RunConfig(model=args.model, shards=shards, replicas=replicas, sync_interval=args.tau,
@@ -142,32 +197,29 @@ def main(argv: list[str] | None = None) -> None:
             slow = args.factor if kind == "consistent" else 1.0
             period = period_steps * slow * step_s
             for method in methods:
-                rows = []
                 for seed in seeds:
                     extra = dict(aedit_sets) if method == "aedit" else {}
                     extra.setdefault("sync_period", period)
                     cfg = base.replace(method=method, seed=seed, out=str(tmp / f"{mesh}-{kind}-{method}-{seed}"),
                                        **straggler_fields(kind, args), **extra)
                     t0 = time.perf_counter()
-                    row = {"mesh": mesh, "straggler": kind, "method": method, "seed": seed, **one_run(cfg),
+                    row = {"mesh": mesh, "straggler": kind, "method": method, "seed": seed, "budget": args.budget,
+                           **one_run(cfg),
                            "sync_period_s": cfg.sync_period if method == "aedit" else None,
                            "wall_s": time.perf_counter() - t0}
-                    rows.append(row)
                     results.append(row)
                     print(json.dumps(row), flush=True)
-                table.append(table_row(mesh, kind, method, rows))
-    head = ["| mesh | straggler | method | val@budget mean (min–max) | tokens | fast replica's step share | "
-            "its mean weight | tokens discarded |", "|---|---|---|---|---|---|---|---|"]
+    table = render([dict(r, variant=variant_label(args) if r["method"] == "aedit" else "") for r in results])
     print(f"\nbudget {args.budget:g} s, seeds {seeds}, τ = {args.tau}, model {args.model}, sets {sets}, "
           f"A-EDiT sets {aedit_sets}")
-    print("\n".join(head + table))
+    print("\n".join(table))
     if args.json:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({
             "command": "python benchmarks/aedit_loss.py " + " ".join(argv if argv is not None else sys.argv[1:]),
             "commit": git_commit(), "torch": __import__("torch").__version__, "cores": os.cpu_count(),
-            "machine": platform.machine(), "runs": results, "table": head + table}, indent=1))
+            "machine": platform.machine(), "runs": results, "table": table}, indent=1))
 
 
 if __name__ == "__main__":

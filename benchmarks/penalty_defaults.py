@@ -16,11 +16,19 @@ Decision D10 of docs/edit-method.md, by measurement, in three stages:
    - ``nb05``: notebook 05's healthy configuration, built from its parameters cell (tiny model, W = 4,
      τ = 2, 40 steps);
    - ``nb05-spike``, ``nb05-corrupt``: the same with the notebook's spike of replica 1 (θ ← 10·θ after
-     SPIKE_STEP) and with replica 1 fed random bytes from CORRUPT_FROM: the failures that must be caught.
+     SPIKE_STEP) and with replica 1 fed random bytes from CORRUPT_FROM: the failures that must be caught;
+   - ``bench-edit``, ``bench-aedit``: the A-EDiT benchmark's own runs (benchmarks/aedit_loss.py: tiny
+     model, 2 shards × 2 replicas, τ = 10, replica 1 twice as slow, a 20 s time budget). The longest
+     training of all (8–17 syncs of τ = 10 steps): the per-step norm of a healthy replica drifts by
+     10–20 % over it (later in training, and in the last, partial round of the budget), which is what
+     the noise floor ε is for.
 
 2. **replay** every series offline through candidate detectors with `edit_lab.penalty.replay` (the
-   engine's own rules: one detector per replica and unit, G/k or G, re-admission over the replicas of
-   a unit; tested against the engine in tests/distributed/test_penalty_runs.py) and count:
+   engine's own rules: one detector per replica and unit, G/k or G, the noise floor σ ≥ ε·μ̂, and the
+   per-replica re-admission of a replica flagged K syncs in a row whose norm is in line with its
+   unflagged peers'; tested against the engine in tests/distributed/test_penalty_runs.py). The
+   candidates (`candidates`): the reference's detector, then α 0.02–0.3 × E 3–5 with no floor (ε = 0),
+   then ε 0.05–0.2 × α 0.1–0.3 × E 3–4. For each, count:
 
    - *healthy flags*: flagged (replica, unit, sync) records of the healthy runs, of the spike runs
      (but the spiked replica's at the spike) and of the bad-data runs before the onset (after it, the
@@ -29,8 +37,8 @@ Decision D10 of docs/edit-method.md, by measurement, in three stages:
    - *bad data caught first*: runs whose first flag after the onset of bad data is the bad replica's
      alone, and how many syncs after the onset (exact: the trajectory only changes after a first flag);
    - *rise caught*: over every armed sync of every healthy series, the ratio between the smallest value
-     the detector would have flagged there (μ̂ + δ·factor·σ̂, `AnomalyDetector.flag_limit`) and the
-     value it saw: a replica whose norm jumps by more than this is caught wherever it happens;
+     the detector would have flagged there (μ̂ + δ·factor·σ with σ = max(σ̂, ε·μ̂),
+     `AnomalyDetector.flag_limit`) and the value it saw: a replica whose norm jumps by more than this is caught wherever it happens;
    - *×1.5 shift*: every value of every replica of a healthy unit from the first armed sync on is
      multiplied by 1.5 (a rise for good shared by all replicas, as after resuming with a larger lr):
      the most syncs in a row the unit is then not updated (every replica flagged); "locked": to the end
@@ -39,7 +47,7 @@ Decision D10 of docs/edit-method.md, by measurement, in three stages:
 3. **verify** the chosen defaults for real: notebook 05's spike and bad-data runs with the penalty on
    (RunConfig's defaults, the notebook's E and φ), counting flags of the bad and the healthy records.
 
-    python benchmarks/penalty_defaults.py                 # all three (5 seeds: about 8 min on 2 quiet cores)
+    python benchmarks/penalty_defaults.py                 # all three (5 seeds: about 12 min on 2 quiet cores)
     python benchmarks/penalty_defaults.py --replay FILE   # stages 2–3 on series collected before (stage 1's JSON)
     python benchmarks/penalty_defaults.py --replay FILE --no-verify   # the table alone, in seconds
     python benchmarks/penalty_defaults.py --configs bench-edit bench-aedit --no-verify   # recollect two, keep the rest

@@ -72,7 +72,7 @@ class RunConfig:
     penalty_temperature: float = 1.0  # T
     penalty_clip_norm: float = 10.0  # phi
     penalty_bias_correction: bool = True  # mean and variance divided by 1-(1-alpha)^n, as Adam's (false: the reference)
-    penalty_readmit_after: int = 3  # K: the K-th sync in a row with every replica flagged re-admits the unit (0: never)
+    penalty_readmit_after: int = 3  # K: a replica flagged K syncs in a row is re-admitted if its norm is in line with its unflagged peers' (or all are flagged); 0: never
     penalty_min_rel_std: float = 0.15  # epsilon: the detector's sigma is never below epsilon times its mean, a noise floor (0: the reference)
     penalty_per_step: bool = True  # the detector judges G/k, k = local steps in the round (false: G, as the reference)
     # --- trouble on purpose (teaching the penalty) ---

@@ -238,15 +238,17 @@ def launch(cfg: RunConfig, stall_timeout_s: float | None = None) -> Run:
 def readmission_note(summary: dict, path: Path | str, k: int) -> str | None:
     """One line for a run whose anomaly detector re-admitted outliers (edit-method.md D10), else None.
 
-    A re-admission accepts norms the detector flagged on every replica K syncs in a row, because a level
-    that stays everywhere cannot be told from a new normal; the user should know it happened, and where.
+    A re-admission accepts a norm the detector flagged on a replica K syncs in a row, because it is in line
+    with the norms of the replicas not flagged (or every replica is flagged): a level shared by all cannot
+    be told from a new normal. The user should know it happened, and where.
     """
     seen = (summary.get("method_info") or {}).get("penalty_readmissions") or []
     if not seen:
         return None
     where = ", ".join(f"step {r['step']} unit {r['unit']} replica {r['replica']}" for r in seen[:3])
     more = f" and {len(seen) - 3} more" if len(seen) > 3 else ""
-    return (f"the penalty's anomaly detector re-admitted {len(seen)} outlier(s) ({where}{more}): every replica "
-            f"was flagged on the unit {k} syncs in a row (penalty_readmit_after={k}), so the higher norm is taken "
-            f"as the new level and the detectors re-armed from it; see `readmitted` in "
+    return (f"the penalty's anomaly detector re-admitted {len(seen)} outlier(s) ({where}{more}): each was flagged "
+            f"{k} syncs in a row (penalty_readmit_after={k}) with a norm in line with its unflagged peers' (or every "
+            f"replica flagged), so the higher norm is taken as the new level and its detector re-armed from it; "
+            f"see `readmitted` in "
             f"{Path(path) / 'penalty.jsonl'}")

@@ -4,8 +4,9 @@ SYNC(l) penalises a replica's pseudo-gradient Δ_r = a − θ_r of unit l in thr
 
 1. **anomaly**: a per-replica, per-unit `AnomalyDetector` follows the norm G_r of Δ_r over the syncs (per
    local step of the round, G_r/k_r, by default) and flags a norm that is far above its usual value; a
-   flagged replica's Δ_r is set to zero. A level that every replica keeps is re-admitted after K syncs
-   (`every_replica_flagged`, `AnomalyDetector.readmit_due`); `replay` runs all of it over recorded norms.
+   flagged replica's Δ_r is set to zero. A replica flagged K syncs in a row whose norm is in line with its
+   healthy peers (or whose peers are all flagged too) is re-admitted (`readmitted_replicas`); `replay` runs
+   all of it over recorded norms.
 2. **weighting**: `softmax_weights` gives the replicas with smaller norms more weight (softmax of −G/T),
    anomalous replicas none.
 3. **clip**: `clip_factor` scales the *aggregated* pseudo-gradient down to a norm of at most φ.
@@ -58,8 +59,9 @@ def _check_detector_params(alpha: Any, arming: Any, threshold: Any, bias_correct
         raise PenaltyValueError("bias_correction", bias_correction, "True or False")
     if isinstance(readmit_after, bool) or not isinstance(readmit_after, int) or readmit_after < 0:
         raise PenaltyValueError("readmit_after", readmit_after,
-                                "an integer >= 0 (K: a unit is re-admitted at the K-th sync in a row at which "
-                                "every replica was flagged on it; 0: never)")
+                                "an integer >= 0 (K: a replica flagged K syncs in a row is re-admitted when its "
+                                "norm is no larger than its unflagged peers' largest times 1 + min_rel_std, or "
+                                "every replica is flagged; 0: never)")
     if not _is_number(min_rel_std) or not 0.0 <= min_rel_std < math.inf:
         raise PenaltyValueError("min_rel_std", min_rel_std,
                                 "a finite number >= 0 (the smallest σ as a fraction of the mean; 0: none)")
@@ -159,14 +161,15 @@ class AnomalyDetector:
     **Re-admission** (`readmit_after=K > 0`, D10). A flagged value is never learnt (D1), so a norm that
     rises for good on every replica (a larger lr after a resume, a new phase of training) would be flagged
     at every later sync, and a unit whose replicas are all flagged is not updated: it would stay frozen
-    for the rest of the run. So after each sync the engine tells every detector of a unit whether every
-    replica was flagged on it (`every_replica_flagged`, from the all-gathered decisions: the same answer
-    on every rank). At the K-th such sync in a row (`readmit_due`) the flagged finite values are accepted
-    instead, and each replica's detector re-arms from its own value (`restart`): it forgets everything
-    and starts again with that value as its first, so it learns the new level and may flag again E − 1
-    syncs later. A single replica flagged while others are not is never re-admitted: a replica fed bad
-    data is what the detector is for, and its peers keep the unit training. A non-finite norm is never
-    re-admitted.
+    for the rest of the run; and a replica whose detector flagged a rise that its peers' detectors had
+    already learnt (they judged a slightly lower value first) stays flagged alone. So every detector counts
+    its replica's flags in a row (`count_flag`, shared in the all-gathered decisions), and
+    `readmitted_replicas` re-admits a replica flagged K syncs in a row when its judged norm is no larger
+    than the largest judged norm of the replicas not flagged now, or when every replica is flagged (a rise
+    shared by all, nobody to compare with). Its detector then re-arms from that value (`restart`): it
+    forgets everything and starts again with the value as its first, so it learns the new level and may
+    flag again E − 1 syncs later. A replica fed bad data has a larger norm than its healthy peers and
+    stays flagged; a non-finite norm is never re-admitted.
 
     Semantics where the reference is silent, chosen here:
 
@@ -198,7 +201,7 @@ class AnomalyDetector:
         self.mean: float = 0.0  # μ, uncorrected
         self.m2: float = 0.0  # M2, uncorrected
         self.window: collections.deque[float] = collections.deque(maxlen=self.arming)
-        self.streak: int = 0  # consecutive syncs at which every replica was flagged on this unit
+        self.streak: int = 0  # consecutive syncs at which this replica was flagged on this unit
 
     @property
     def armed(self) -> bool:
@@ -219,7 +222,7 @@ class AnomalyDetector:
         """σ = max(sqrt(M2/c), ε·|μ̂|) (c = 1 in exact mode, ε = 0 in the reference) once two values have
         been seen, else 0. The floor ε·|μ̂| (`min_rel_std`): a series that barely moves has a tiny σ, and its
         z-score then calls a 10 % drift of a healthy norm (a longer round, a later phase of training) an
-        anomaly; with the floor a value must exceed μ̂ by at least δ·ε·μ̂ (30 % with δ = 3, ε = 0.1)."""
+        anomaly; with the floor a value must exceed μ̂ by at least δ·ε·μ̂ (45 % with δ = 3, ε = 0.15)."""
         if self.count < 2:
             return 0.0
         return max(math.sqrt(max(self.m2, 0.0) / self.correction()), self.min_rel_std * abs(self.mu()))
@@ -300,17 +303,11 @@ class AnomalyDetector:
             self.update(x)
         return outlier, z, threshold
 
-    def readmit_due(self, every_flagged: bool) -> bool:
-        """Count a sync of this unit; True when its flagged values are to be re-admitted now (then call `restart`).
-
-        `every_flagged` is `every_replica_flagged` of this sync's gathered decisions for this unit. True at
-        the K-th sync in a row at which it held (never with K = 0); the count then starts again.
-        """
-        self.streak = self.streak + 1 if every_flagged else 0
-        if self.readmit_after and self.streak >= self.readmit_after:
-            self.streak = 0
-            return True
-        return False
+    def count_flag(self, outlier: bool) -> int:
+        """Count this sync's decision; returns the syncs in a row this replica has been flagged, this one
+        included (0 when it was not). What `readmitted_replicas` compares with K."""
+        self.streak = self.streak + 1 if outlier else 0
+        return self.streak
 
     def state_dict(self) -> dict[str, Any]:
         """Plain JSON-able values (ints, floats, bools, a list), for checkpoints (D6).
@@ -414,15 +411,25 @@ def all_anomalous(anomalous: Sequence[bool]) -> bool:
     return all(bool(a) for a in anomalous)
 
 
-def every_replica_flagged(anomalous: Sequence[bool], norms: Sequence[float]) -> bool:
-    """What re-admission counts (D10): every replica flagged on the unit at this sync, one finite norm at least.
+def readmitted_replicas(flagged: Sequence[bool], streaks: Sequence[int], judged: Sequence[float | None],
+                        readmit_after: int, tolerance: float = 0.0) -> list[bool]:
+    """D10: which flagged replicas of one unit are re-admitted at this sync (from the all-gathered decisions,
+    so every rank computes the same answer).
 
-    Computed on every rank from the all-gathered decisions, so every detector of the unit, on every rank,
-    counts the same syncs. Non-finite norms are excluded for good; if nothing finite is left there is
-    nothing to re-admit.
+    Replica r is re-admitted when it has been flagged `readmit_after` (K) syncs in a row (`streaks[r]`,
+    this one included), its judged norm is finite, and it is no larger than the largest judged norm of
+    the replicas not flagged at this sync times 1 + `tolerance` (the engine passes the noise floor ε) —
+    or every replica is flagged (then there is no peer to compare with: a rise shared by all). Never with
+    K = 0.
     """
-    _check_replicas(norms, anomalous)
-    return all(bool(a) for a in anomalous) and any(math.isfinite(float(g)) for g in norms)
+    _check_replicas(list(streaks), flagged)
+    if not readmit_after:
+        return [False] * len(flagged)
+    finite = [j is not None and math.isfinite(float(j)) for j in judged]
+    peers = [float(j) for j, f, ok in zip(judged, flagged, finite) if not f and ok]
+    ceiling = max(peers) * (1.0 + tolerance) if peers else math.inf
+    return [bool(f) and n >= readmit_after and ok and float(j) <= ceiling  # type: ignore[arg-type]
+            for f, n, ok, j in zip(flagged, streaks, finite, judged)]
 
 
 class Judged(NamedTuple):
@@ -459,15 +466,13 @@ def replay(config: PenaltyConfig, norms: Sequence[Sequence[float]], steps: Seque
             else:
                 limit, outlier, z, threshold = math.inf, not math.isfinite(g), 0.0, math.inf
             row.append([outlier, False, x, z, threshold, limit])
-        gs = [float(norms[r][i]) for r in range(len(dets))]
-        flagged = [bool(v[0]) for v in row]
-        due = [det.readmit_due(every_replica_flagged(flagged, gs)) for det in dets] if config.anomaly else []
-        if any(due):
-            for r, det in enumerate(dets):
-                if math.isfinite(gs[r]):
-                    x = row[r][2]
-                    if x is not None:
-                        det.restart(x)
+        if config.anomaly:
+            flagged = [bool(v[0]) for v in row]
+            streaks = [det.count_flag(f) if v[2] is not None else 0 for det, f, v in zip(dets, flagged, row)]
+            for r, due in enumerate(readmitted_replicas(flagged, streaks, [v[2] for v in row], config.readmit_after,
+                                                        config.min_rel_std)):
+                if due:
+                    dets[r].restart(row[r][2])
                     row[r][0], row[r][1] = False, True
         for r, v in enumerate(row):
             out[r].append(Judged(*v))

@@ -32,15 +32,16 @@ import torch
 
 from ..comm import Handle
 from ..norms import squared_norm
-from ..penalty import (AnomalyDetector, PenaltyConfig, all_anomalous, clip_factor, every_replica_flagged,
+from ..penalty import (AnomalyDetector, PenaltyConfig, all_anomalous, clip_factor, readmitted_replicas,
                        softmax_weights)
 from .local_sgd import LocalSGDMethod, is_sync_step
 
 
 #: What each replica shares per unit at the start of a sync (one all-gather, kind 'sync_decisions'):
 #: its norm G, the detector's z and threshold, the outlier flag, re-admitted (set after the gather, D10),
-#: and k, its local steps in the round (G/k is what the detector judges, `PenaltyConfig.judged_norm`).
-DECISION_FIELDS = ("G", "z", "threshold", "outlier", "readmitted", "steps")
+#: k, its local steps in the round (G/k is what the detector judges, `PenaltyConfig.judged_norm`), and
+#: the syncs in a row it has been flagged (`AnomalyDetector.count_flag`, for re-admission).
+DECISION_FIELDS = ("G", "z", "threshold", "outlier", "readmitted", "steps", "flagged_in_a_row")
 
 
 def _finite(x: float) -> float | None:
@@ -131,11 +132,13 @@ class EDiTMethod(LocalSGDMethod):
             g = float(sq[u].sqrt())
             x = self.penalty.judged_norm(g, k)
             judged.append(x)
+            streak = 0
             if self.penalty.anomaly and x is not None:
                 outlier, z, thr = self.detectors[u].observe(x)
+                streak = self.detectors[u].count_flag(outlier)
             else:  # filter off, or nothing trained in the round (Δ = 0): only a non-finite G is excluded
                 outlier, z, thr = (not math.isfinite(g)), 0.0, math.inf
-            mine[u] = torch.tensor([g, z, thr, float(outlier), 0.0, float(k)], dtype=torch.float64)
+            mine[u] = torch.tensor([g, z, thr, float(outlier), 0.0, float(k), float(streak)], dtype=torch.float64)
         everyone = torch.zeros(R * n_units * len(DECISION_FIELDS), dtype=torch.float64, device=dev)
         self.comm.all_gather(everyone, mine.reshape(-1).to(dev), group="sync", kind="sync_decisions")
         self.decisions = everyone.reshape(R, n_units, len(DECISION_FIELDS)).cpu()
@@ -149,24 +152,27 @@ class EDiTMethod(LocalSGDMethod):
                                                 enabled=self.penalty.weighting))
 
     def readmit(self, judged: list[float | None]) -> None:
-        """D10: the K-th sync in a row at which every replica was flagged on a unit accepts their finite norms.
+        """D10: re-admit the replicas `readmitted_replicas` names, from the gathered decisions.
 
-        Decided from the gathered decisions, identical on every rank, so every detector of the unit counts
-        the same syncs; each rank re-arms its own replica's detector from its own judged norm, and marks
-        every finite replica of the unit as not anomalous (and re-admitted) before the weights are taken.
+        Every rank computes the same answer (the judged norms come from the gathered G and k, the runs of
+        flags from the gathered counts); each rank re-arms only its own replica's detector, from its own
+        judged norm, and marks every re-admitted replica not anomalous before the weights are taken.
         """
         assert self.decisions is not None
         for u, det in enumerate(self.detectors):
-            norms = self.decisions[:, u, 0].tolist()
-            flagged = [bool(x) for x in self.decisions[:, u, 3].tolist()]
-            if not det.readmit_due(every_replica_flagged(flagged, norms)):
-                continue
-            x = judged[u]
-            if x is not None and math.isfinite(x):
-                det.restart(x)
-            for r, g in enumerate(norms):
-                if math.isfinite(g):
-                    self.decisions[r, u, 3], self.decisions[r, u, 4] = 0.0, 1.0
+            d = self.decisions[:, u, :]
+            flagged = [bool(x) for x in d[:, 3].tolist()]
+            streaks = [int(x) for x in d[:, 6].tolist()]
+            everyone = [self.penalty.judged_norm(g, int(k)) for g, k in zip(d[:, 0].tolist(), d[:, 5].tolist())]
+            for r, due in enumerate(readmitted_replicas(flagged, streaks, everyone, self.penalty.readmit_after,
+                                                        self.penalty.min_rel_std)):
+                if not due:
+                    continue
+                if r == self.mesh.replica:
+                    x = judged[u]
+                    assert x is not None
+                    det.restart(x)
+                self.decisions[r, u, 3], self.decisions[r, u, 4] = 0.0, 1.0
 
     @torch.no_grad()
     def issue(self, unit: int) -> None:
@@ -206,7 +212,7 @@ class EDiTMethod(LocalSGDMethod):
         if self.cfg.checksums:
             self.log_checksums(unit)
         for r in range(self.mesh.replicas):
-            g, z, thr, out, readmitted, k = self.decisions[r, unit].tolist()
+            g, z, thr, out, readmitted, k, _ = self.decisions[r, unit].tolist()
             self.log.record("penalty", step=self.sync_step, unit=unit, replica=r, G=_finite(g), z=_finite(z),
                             threshold=_finite(thr), outlier=bool(out), readmitted=bool(readmitted),
                             steps=int(k), weight=self.weights[unit][r], clip=factor, skipped=skipped)

@@ -5,8 +5,8 @@ asks for three replicas: with two, "the others' weights sum to 1" is a single we
 them to seconds they use the nano model and 14 steps: W = 2, τ = 2, so syncs happen at the forwards
 of steps 4, 6, 8, 10, 12 and at the end (14).
 
-The detector runs with the lab's defaults (bias-corrected, α = 0.2, E = 4, per-step norms, re-admission
-after K = 3; edit-method.md D10): armed after four syncs, i.e. from the sync of step W + 5τ = 12, the
+The detector runs with the lab's defaults (bias-corrected, α = 0.3, E = 4, per-step norms, noise floor
+ε = 0.15, per-replica re-admission after K = 3; edit-method.md D10): armed after four syncs, i.e. from the sync of step W + 5τ = 12, the
 spike's. (The lab's former E = 3 with the reference's uncorrected α = 0.02 would have judged with a
 mean still near 0 and taken healthy norms for outliers.)
 

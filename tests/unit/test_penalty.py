@@ -15,7 +15,7 @@ from edit_lab.penalty import (
     PenaltyValueError,
     all_anomalous,
     clip_factor,
-    every_replica_flagged,
+    readmitted_replicas,
     replay,
     softmax_weights,
 )
@@ -249,7 +249,7 @@ def test_config_defaults_validate_and_build_detectors():
     assert (c.alpha, c.arming, c.threshold, c.temperature, c.clip_norm) == (0.3, 4, 3.0, 1.0, 10.0)
     assert (c.bias_correction, c.readmit_after, c.per_step) == (True, 3, True)
     d = c.new_detector()
-    assert (d.alpha, d.arming, d.threshold, d.bias_correction, d.readmit_after) == (0.2, 4, 3.0, True, 3)
+    assert (d.alpha, d.arming, d.threshold, d.bias_correction, d.readmit_after) == (0.3, 4, 3.0, True, 3)
     PenaltyConfig(temperature=math.inf, clip_norm=math.inf, arming=1).validate()
     # the constructor's own defaults are the reference's exact rules (with the lab's former E = 10)
     e = AnomalyDetector()
@@ -413,21 +413,29 @@ def _noisy(level: float, n: int, phase: float) -> list[float]:
 
 
 def test_a_shift_of_every_replica_is_readmitted_within_k_syncs_exact_mode_stays_locked():
-    # two replicas, 8 syncs around 1.0, then every norm ×1.5 for good (e.g. resumed with a larger lr)
+    # two replicas, 8 syncs around 1.0, then every norm ×1.5 for good (e.g. resumed with a larger τ)
     norms = [_noisy(1.0, 8, 0.0) + _noisy(1.5, 8, 0.0), _noisy(1.0, 8, 1.0) + _noisy(1.5, 8, 1.0)]
     steps = [[4] * 16, [4] * 16]
     lab = PenaltyConfig()  # K = 3
     got = replay(lab, norms, steps)
-    for r in range(2):
-        assert [j.outlier for j in got[r]] == [False] * 8 + [True, True] + [False] * 6
-        assert [j.readmitted for j in got[r]] == [False] * 10 + [True] + [False] * 5
-        assert got[r][10].z > got[r][10].threshold  # still an outlier by the numbers: accepted anyway
-    # without re-admission the new level is never learnt: every later sync is flagged, the unit never trains
+    # the noise floor lets replica 0 learn the new level at its third value (z just under 3); replica 1's
+    # detector flags it three times in a row, then re-admits it: in line with its healthy peer
+    assert [j.outlier for j in got[0]] == [False] * 8 + [True, True] + [False] * 6
+    assert [j.outlier for j in got[1]] == [False] * 8 + [True, True] + [False] * 6
+    assert [j.readmitted for j in got[1]] == [False] * 10 + [True] + [False] * 5
+    assert got[1][10].z > got[1][10].threshold  # still an outlier by its own numbers: accepted anyway
+    assert not any(j.readmitted for j in got[0])
+    # without re-admission replica 1 never learns the new level: flagged to the end, alone
     locked = replay(PenaltyConfig(readmit_after=0), norms, steps)
-    assert all([j.outlier for j in locked[r]] == [False] * 8 + [True] * 8 for r in range(2))
-    exact = PenaltyConfig(alpha=0.02, bias_correction=False, readmit_after=0, per_step=False)
+    assert [j.outlier for j in locked[1]] == [False] * 8 + [True] * 8
+    exact = PenaltyConfig(alpha=0.02, bias_correction=False, readmit_after=0, per_step=False, min_rel_std=0.0)
     assert all(all(j.outlier for j in replay(exact, norms, steps)[r][8:]) for r in range(2))
     assert not any(j.readmitted for r in range(2) for j in replay(exact, norms, steps)[r])
+    # a shift every replica's detector flags at once (no noise floor to absorb it): re-admitted at the K-th sync
+    tight = PenaltyConfig(min_rel_std=0.0)
+    both = replay(tight, norms, steps)
+    for r in range(2):
+        assert [j.readmitted for j in both[r]].index(True) == 10
 
 
 def test_a_single_bad_replica_is_never_readmitted():
@@ -437,16 +445,25 @@ def test_a_single_bad_replica_is_never_readmitted():
     assert not any(j.outlier or j.readmitted for j in got[0])
 
 
-def test_readmit_due_counts_syncs_with_every_replica_flagged():
+def test_count_flag_counts_the_flags_in_a_row():
     d = AnomalyDetector(readmit_after=3)
-    assert [d.readmit_due(f) for f in (True, True, False, True, True, True, True)] == \
-        [False, False, False, False, False, True, False]
-    assert d.streak == 1
-    assert every_replica_flagged([True, True], [1.0, math.nan]) is True
-    assert every_replica_flagged([True, True], [math.nan, math.inf]) is False  # nothing finite to re-admit
-    assert every_replica_flagged([True, False], [1.0, 2.0]) is False
-    never = AnomalyDetector()  # K = 0
-    assert not any(never.readmit_due(True) for _ in range(50))
+    assert [d.count_flag(f) for f in (True, True, False, True, True, True)] == [1, 2, 0, 1, 2, 3]
+
+
+def test_readmitted_replicas_rule():
+    # K = 3: replica 1 flagged 3 syncs in a row, its judged norm 1.4 below a healthy peer's 1.5: re-admitted
+    assert readmitted_replicas([False, True], [0, 3], [1.5, 1.4], 3) == [False, True]
+    # ... but not before its third flag in a row, nor above every healthy peer (bad data stays out)
+    assert readmitted_replicas([False, True], [0, 2], [1.5, 1.4], 3) == [False, False]
+    assert readmitted_replicas([False, True], [0, 9], [1.0, 2.0], 3) == [False, False]
+    # a tolerance over the peers (the engine's is the noise floor ε)
+    assert readmitted_replicas([False, True], [0, 3], [1.0, 1.1], 3, tolerance=0.15) == [False, True]
+    assert readmitted_replicas([False, True], [0, 3], [1.0, 1.2], 3, tolerance=0.15) == [False, False]
+    # every replica flagged: nobody to compare with, each re-admitted at its own K-th flag in a row
+    assert readmitted_replicas([True, True, True], [3, 2, 4], [2.0, 2.0, 9.0], 3) == [True, False, True]
+    # a non-finite norm, or an unjudged replica (no step in the round), never
+    assert readmitted_replicas([True, True], [5, 5], [math.nan, None], 3) == [False, False]
+    assert readmitted_replicas([True, True], [5, 5], [1.0, 1.0], 0) == [False, False]  # K = 0: never
 
 
 def test_restart_rearms_from_the_value():
@@ -465,14 +482,14 @@ def test_state_dict_round_trip_with_bias_correction_and_readmission():
     d = cfg.new_detector()
     for x in (1.0, 1.2, 0.9, 1.1, 1.05, 3.0):
         d.observe(x)
-    d.readmit_due(True)
-    d.readmit_due(True)
+    d.count_flag(True)
+    d.count_flag(True)
     state = json.loads(json.dumps(d.state_dict()))
     assert (state["streak"], state["bias_correction"], state["readmit_after"]) == (2, True, 3)
     e = cfg.new_detector()
     e.load_state_dict(state)
     assert e.state_dict() == d.state_dict()
-    assert e.readmit_due(True) is d.readmit_due(True) is True  # the third in a row, on both
+    assert e.count_flag(True) == d.count_flag(True) == 3  # the third in a row, on both
     for x in (1.0, 1.3, 2.0, 5.0, 0.2, math.nan, 1.15):
         assert e.observe(x) == d.observe(x)
     assert e.state_dict() == d.state_dict()
