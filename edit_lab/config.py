@@ -74,6 +74,7 @@ class RunConfig:
     penalty_bias_correction: bool = True  # mean and variance divided by 1-(1-alpha)^n, as Adam's (false: the reference)
     penalty_readmit_after: int = 3  # K: a replica flagged K syncs in a row is re-admitted if its norm is in line with its unflagged peers' (or all are flagged); 0: never
     penalty_min_rel_std: float = 0.15  # epsilon: the detector's sigma is never below epsilon times its mean, a noise floor (0: the reference)
+    penalty_weight_per_step: bool = False  # softmax weights from G times mean k over k: a longer round (A-EDiT's fast replica) is not down-weighted for its steps
     penalty_per_step: bool = True  # the detector judges G/k, k = local steps in the round (false: G, as the reference)
     # --- trouble on purpose (teaching the penalty) ---
     corrupt_replica: int = -1  # replica fed corrupted data, -1 for none
@@ -86,7 +87,7 @@ class RunConfig:
     # --- A-EDiT ---
     sync_period: float = 1.0  # T_sync, seconds of wall clock between syncs
     min_sync_steps: int = 1  # N_min: fewer steps in a round over the sync group -> no sync, timers restart
-    step_weighting: bool = False
+    step_weighting: bool = True  # A-EDiT: mix each replica's share of the round's steps into its weight (on: measured, benchmarks/aedit_loss.py)
     step_weight_mix: float = 0.5  # rho
     # --- CO2: its own outer optimizer, heavy-ball, with its authors' defaults (edit-method.md §9) ---
     co2_outer_lr: float = 1.0  # CO2's outer learning rate (the authors' default 1.0)

@@ -95,6 +95,7 @@ class PenaltyConfig:
     readmit_after: int = 3  # K, 0 = never
     min_rel_std: float = 0.15  # ε: σ is never taken below ε·μ (a noise floor); 0 = the reference
     per_step: bool = True  # the detector judges G/k, k = the replica's local steps in the round
+    weight_per_step: bool = False  # the softmax weighs G·k̄/k (`step_scaled_norms`): rounds of unequal length
 
     @classmethod
     def of(cls, cfg: Any) -> "PenaltyConfig":
@@ -103,7 +104,7 @@ class PenaltyConfig:
 
     def validate(self) -> None:
         """Raise PenaltyValueError (a ValueError) naming the first bad field and its allowed values."""
-        for name in ("anomaly", "weighting", "clip", "per_step"):
+        for name in ("anomaly", "weighting", "clip", "per_step", "weight_per_step"):
             if not isinstance(getattr(self, name), bool):
                 raise PenaltyValueError(name, getattr(self, name), "True or False")
         _check_detector_params(self.alpha, self.arming, self.threshold, self.bias_correction, self.readmit_after,
@@ -387,6 +388,23 @@ def softmax_weights(
     e = [math.exp(-(float(g) - g_min) / t) if ok else 0.0 for g, ok in zip(norms, usable)]
     total = math.fsum(e)
     return [v / total for v in e]
+
+
+def step_scaled_norms(norms: Sequence[float], steps: Sequence[int]) -> list[float]:
+    """G_r·k̄/k_r: each replica's norm per local step, rescaled to the sync's mean round (k̄ over the replicas
+    that trained), the softmax's input with `weight_per_step`.
+
+    Why: the softmax of −G/T gives the larger norm the smaller weight, and under A-EDiT a fast replica's
+    round holds about twice the steps of a slow one's, so its Δ is longer for being fast, not for being
+    wrong (benchmarks/aedit_loss.py measured its weight at 0.28 for a 0.66 share of the steps). With equal
+    k (EDiT) the norms are unchanged, so EDiT's weights are bit for bit the same. A replica with no step
+    (k = 0, Δ = 0) keeps its norm; `aedit.active_weights` gives it 0 anyway.
+    """
+    active = [k for k in steps if k > 0]
+    if not active:
+        return [float(g) for g in norms]
+    mean_k = sum(active) / len(active)
+    return [float(g) * mean_k / k if k > 0 else float(g) for g, k in zip(norms, steps)]
 
 
 def clip_factor(norm: float, clip_norm: float) -> float:

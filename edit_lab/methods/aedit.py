@@ -216,8 +216,8 @@ class AEDiTMethod(EDiTMethod):
 
     # ------------------------------------------------------------ the sync: EDiT's, with round-aware weights
     @torch.no_grad()
-    def start_sync(self, step: int) -> None:
-        super().start_sync(step)
+    def start_sync(self, step: int, judge: bool = True) -> None:
+        super().start_sync(step, judge)
         if self.meeting is None:
             return
         k = self.meeting.since_sync
@@ -243,7 +243,8 @@ class AEDiTMethod(EDiTMethod):
             return
         while True:
             if self.meet(step, self.replica_clock(), done=True):
-                self.start_sync(step)
+                assert self.meeting is not None
+                self.start_sync(step, judge=not self.meeting.all_done)  # the closing round: see EDiT's
                 for unit in range(self.engine.n_units):
                     self.pre_unit(unit)
             assert self.meeting is not None

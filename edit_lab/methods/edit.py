@@ -33,7 +33,7 @@ import torch
 from ..comm import Handle
 from ..norms import squared_norm
 from ..penalty import (AnomalyDetector, PenaltyConfig, all_anomalous, clip_factor, readmitted_replicas,
-                       softmax_weights)
+                       softmax_weights, step_scaled_norms)
 from .local_sgd import LocalSGDMethod, is_sync_step
 
 
@@ -103,17 +103,25 @@ class EDiTMethod(LocalSGDMethod):
         return super().stop_here(step, spent)
 
     def finalize(self, step: int) -> None:
-        """A last sync outside any forward, so every replica ends on the same model."""
+        """A last sync outside any forward, so every replica ends on the same model (its round is not judged)."""
         if self.outer is None or not self.final_sync_needed(step):
             return
-        self.start_sync(step)
+        self.start_sync(step, judge=False)
         for unit in range(self.engine.n_units):
             self.pre_unit(unit)
 
     # ------------------------------------------------------------ the sync, in stages
     @torch.no_grad()
-    def start_sync(self, step: int) -> None:
-        """Stages 1–2: every unit's norm, this replica's detector decisions, everyone's weights."""
+    def start_sync(self, step: int, judge: bool = True) -> None:
+        """Stages 1–2: every unit's norm, this replica's detector decisions, everyone's weights.
+
+        `judge=False` for the closing sync of `finalize`: its round is whatever was left when training
+        ended (with a time budget, a few steps against the usual dozens), and the norm per step of a short
+        round is larger (its noise does not average out: up to 1.75× a full round's, measured in
+        benchmarks/aedit_loss.py's runs), so the detector would flag healthy replicas and discard their last
+        steps. Its norms are neither judged nor learnt; a non-finite one is still excluded, and the
+        softmax weights and the clip apply as always.
+        """
         assert self.outer is not None
         self.syncing = True
         self.sync_step = step
@@ -130,7 +138,7 @@ class EDiTMethod(LocalSGDMethod):
         judged: list[float | None] = []
         for u in range(n_units):
             g = float(sq[u].sqrt())
-            x = self.penalty.judged_norm(g, k)
+            x = self.penalty.judged_norm(g, k) if judge else None
             judged.append(x)
             streak = 0
             if self.penalty.anomaly and x is not None:
@@ -147,6 +155,8 @@ class EDiTMethod(LocalSGDMethod):
         self.weights = []
         for u in range(n_units):
             norms = self.decisions[:, u, 0].tolist()
+            if self.penalty.weight_per_step:
+                norms = step_scaled_norms(norms, [int(k) for k in self.decisions[:, u, 5].tolist()])
             anomalous = [bool(x) for x in self.decisions[:, u, 3].tolist()]
             self.weights.append(softmax_weights(norms, self.penalty.temperature, anomalous,
                                                 enabled=self.penalty.weighting))

@@ -28,7 +28,8 @@ def matched(tmp_path_factory):
     base = tmp_path_factory.mktemp("aedit_matched")
     kw = dict(shards=2, replicas=R, steps=14, warmup_steps=W, sync_interval=TAU, checksums=True)
     edit = launch(small(method="edit", out=str(base / "edit"), **kw))
-    aedit = launch(small(method="aedit", out=str(base / "aedit"), sync_period=1e-9, min_sync_steps=R * TAU, **kw))
+    aedit = launch(small(method="aedit", out=str(base / "aedit"), sync_period=1e-9, min_sync_steps=R * TAU,
+                         step_weighting=False, **kw))  # EDiT has no step weights
     return edit, aedit
 
 

@@ -32,3 +32,13 @@ def test_panel_draws_examples_before_any_launch():
     lab = StragglerLab()
     assert len(lab.history) == len(NAMES)
     assert lab.figures["stragglers"].data  # drawn from the shipped runs, nothing launched
+
+
+def test_examples_train_for_the_same_time_and_aedit_keeps_its_fast_replica_busy():
+    runs = {r.config.method: r for r in example_runs()}
+    for run in runs.values():
+        assert run.config.time_budget > 0 and run.summary["train_end_s"] >= run.config.time_budget
+        assert not any(p["outlier"] for p in run.penalty)  # no healthy replica flagged (there is no anomaly)
+    steps = {m: [v["steps"] for _, v in sorted(r.summary["per_replica"].items())] for m, r in runs.items()}
+    assert steps["aedit"][0] >= 1.6 * steps["aedit"][1]  # the fast replica trains on
+    assert steps["sync"][0] == steps["sync"][1]  # held to the slow one's pace at every step

@@ -16,6 +16,7 @@ from edit_lab.penalty import (
     all_anomalous,
     clip_factor,
     readmitted_replicas,
+    step_scaled_norms,
     replay,
     softmax_weights,
 )
@@ -552,3 +553,12 @@ def test_spike_is_flagged_at_the_first_sync_after_it():
     got = replay(PenaltyConfig(), norms, [[2] * 12, [2] * 12])
     assert [j.outlier for j in got[1]] == [False] * 11 + [True]
     assert not any(j.outlier for j in got[0])
+
+
+def test_step_scaled_norms():
+    # A-EDiT: the fast replica trained 20 steps, the slow one 10; k̄ = 15
+    assert step_scaled_norms([2.0, 1.2], [20, 10]) == pytest.approx([1.5, 1.8])
+    assert step_scaled_norms([2.0, 1.2], [10, 10]) == [2.0, 1.2]  # EDiT: unchanged
+    assert step_scaled_norms([0.0, 1.0], [0, 4]) == [0.0, 1.0]  # no step: k̄ over those that trained
+    w = softmax_weights(step_scaled_norms([2.0, 1.2], [20, 10]), 1.0, [False, False])
+    assert w[0] > 0.5 > softmax_weights([2.0, 1.2], 1.0, [False, False])[0]  # no longer punished for its steps
