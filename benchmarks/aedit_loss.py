@@ -177,7 +177,9 @@ def main(argv: list[str] | None = None) -> None:
             data = json.loads(Path(path).read_text())
             made = parser().parse_args(shlex.split(data["command"])[2:])
             label = variant_label(made)
-            runs += [dict(r, budget=made.budget, variant=label if r["method"] == "aedit" else "") for r in data["runs"]]
+            extra = ", ".join(f"{k}={v}" for k, v in parse_sets(made.sets).items())  # e.g. the link
+            runs += [dict(r, budget=made.budget, variant=label if r["method"] == "aedit" else "",
+                          straggler=r["straggler"] + (f", {extra}" if extra else "")) for r in data["runs"]]
         print("\n".join(render(runs)))
         return
 

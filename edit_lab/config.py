@@ -74,7 +74,7 @@ class RunConfig:
     penalty_bias_correction: bool = True  # mean and variance divided by 1-(1-alpha)^n, as Adam's (false: the reference)
     penalty_readmit_after: int = 3  # K: a replica flagged K syncs in a row is re-admitted if its norm is in line with its unflagged peers' (or all are flagged); 0: never
     penalty_min_rel_std: float = 0.15  # epsilon: the detector's sigma is never below epsilon times its mean, a noise floor (0: the reference)
-    penalty_weight_per_step: bool = False  # softmax weights from G times mean k over k: a longer round (A-EDiT's fast replica) is not down-weighted for its steps
+    penalty_weight_per_step: bool = True  # softmax weights from G times mean k over k: a longer round (A-EDiT's fast replica) is not down-weighted for its steps
     penalty_per_step: bool = True  # the detector judges G/k, k = local steps in the round (false: G, as the reference)
     # --- trouble on purpose (teaching the penalty) ---
     corrupt_replica: int = -1  # replica fed corrupted data, -1 for none

@@ -95,7 +95,7 @@ class PenaltyConfig:
     readmit_after: int = 3  # K, 0 = never
     min_rel_std: float = 0.15  # ε: σ is never taken below ε·μ (a noise floor); 0 = the reference
     per_step: bool = True  # the detector judges G/k, k = the replica's local steps in the round
-    weight_per_step: bool = False  # the softmax weighs G·k̄/k (`step_scaled_norms`): rounds of unequal length
+    weight_per_step: bool = True  # the softmax weighs G·k̄/k (`step_scaled_norms`): rounds of unequal length
 
     @classmethod
     def of(cls, cfg: Any) -> "PenaltyConfig":
@@ -401,7 +401,7 @@ def step_scaled_norms(norms: Sequence[float], steps: Sequence[int]) -> list[floa
     (k = 0, Δ = 0) keeps its norm; `aedit.active_weights` gives it 0 anyway.
     """
     active = [k for k in steps if k > 0]
-    if not active:
+    if not active or all(k == active[0] for k in active):  # equal rounds: exactly the norms (g·k/k may round)
         return [float(g) for g in norms]
     mean_k = sum(active) / len(active)
     return [float(g) * mean_k / k if k > 0 else float(g) for g, k in zip(norms, steps)]
