@@ -199,14 +199,15 @@ def test_spike_settings_are_validated():
 
 @pytest.fixture(scope="module")
 def resumed_with_larger_tau(tmp_path_factory):
-    """1×2, τ = 2 for 20 steps (checkpointed), then resumed with τ = 6: every round holds three times the
-    steps, so every replica's G rises for good. The detector judges G itself here (per_step off), as the
-    reference does; the defaults' G/k would see no change at all (checked offline below)."""
+    """1×2, τ = 2 for 20 steps (checkpointed), then resumed with τ = 6 up to step 44: every round holds three
+    times the steps, so every replica's G rises for good. The detector judges G itself here (per_step off),
+    as the reference does; the defaults' G/k would see no change at all (checked offline below). The
+    syncs at steps 26, 32 and 38 are judged; the closing sync of `finalize` (44) is not (D10)."""
     root = tmp_path_factory.mktemp("readmit")
     base = dict(method="edit", shards=1, replicas=2, warmup_steps=2, penalty_per_step=False)
     first = launch(small(**base, steps=20, sync_interval=2, checkpoint_every=1, out=str(root / "a")))
     with pytest.warns(UserWarning, match="re-admitted") as caught:
-        resumed = launch(small(**base, steps=38, sync_interval=6, resume=str(root / "a"), out=str(root / "b")))
+        resumed = launch(small(**base, steps=44, sync_interval=6, resume=str(root / "a"), out=str(root / "b")))
     return first, resumed, [str(w.message) for w in caught if "re-admitted" in str(w.message)]
 
 
@@ -215,19 +216,21 @@ def test_a_rise_of_every_replica_is_readmitted_at_the_kth_sync(resumed_with_larg
     K = resumed.config.penalty_readmit_after
     assert K == 3 and not any(p["outlier"] for p in first.penalty)
     groups = _by_sync_unit(resumed)
-    assert sorted({s for s, _ in groups}) == [26, 32, 38]
+    assert sorted({s for s, _ in groups}) == [26, 32, 38, 44]
+    assert all(p["threshold"] is None and not p["outlier"] for u in range(3) for p in groups[(44, u)])  # not judged
     readmitted_units = set()
     for unit in range(3):
-        for step in (26, 32):  # K − 1 syncs: every replica flagged, the unit is not updated
-            recs = groups[(step, unit)]
-            assert all(p["outlier"] and not p["readmitted"] and p["skipped"] for p in recs)
-            assert all(p["steps"] == 6 and p["weight"] == 0.0 for p in recs)
-        last = groups[(38, unit)]
-        assert not any(p["outlier"] or p["skipped"] for p in last)
-        if last[0]["readmitted"]:  # the K-th: accepted, though still above the threshold
-            readmitted_units.add(unit)
-            assert all(p["readmitted"] and p["z"] > p["threshold"] for p in last)
-            assert math.fsum(p["weight"] for p in last) == pytest.approx(1.0, abs=1e-12)
+        flagged = [step for step in (26, 32, 38) if all(p["outlier"] for p in groups[(step, unit)])]
+        assert all(p["steps"] == 6 for step in (26, 32, 38) for p in groups[(step, unit)])
+        for step in flagged:  # every replica flagged: the unit is not updated
+            assert all(not p["readmitted"] and p["skipped"] and p["weight"] == 0.0 for p in groups[(step, unit)])
+        if flagged != [26, 32]:
+            continue  # this unit's rise stayed under the noise floor at one of the syncs: nothing to re-admit
+        last = groups[(38, unit)]  # the K-th flag in a row: accepted, though still above the threshold
+        assert all(p["readmitted"] and not p["outlier"] and not p["skipped"] for p in last)
+        assert all(p["z"] > p["threshold"] for p in last)
+        assert math.fsum(p["weight"] for p in last) == pytest.approx(1.0, abs=1e-12)
+        readmitted_units.add(unit)
     assert readmitted_units  # at least one unit was still flagged at the third sync (units 1 and 2 here)
     listed = resumed.summary["method_info"]["penalty_readmissions"]
     assert listed == [{"step": 38, "unit": u, "replica": r} for u in sorted(readmitted_units) for r in (0, 1)]
@@ -238,7 +241,9 @@ def test_engine_decisions_are_the_replay_of_their_norms(resumed_with_larger_tau)
     from edit_lab.penalty import PenaltyConfig, replay
 
     first, resumed, _ = resumed_with_larger_tau
-    records = first.penalty + resumed.penalty  # the resumed detectors start from the checkpoint of step 20
+    # the resumed detectors start from the checkpoint of step 20; the closing syncs of `finalize` (steps 20
+    # and 44) were not judged (threshold null): the replay leaves them out too
+    records = [p for p in first.penalty + resumed.penalty if p["threshold"] is not None]
     for unit in range(3):
         mine = [[p for p in records if p["unit"] == unit and p["replica"] == r] for r in (0, 1)]
         norms = [[p["G"] for p in m] for m in mine]
@@ -250,6 +255,7 @@ def test_engine_decisions_are_the_replay_of_their_norms(resumed_with_larger_tau)
         # without re-admission the units flagged at the third sync would stay flagged for good; with the
         # defaults' per-step norms G/k the longer rounds are not even a rise
         locked = replay(PenaltyConfig(per_step=False, readmit_after=0), norms, steps)
-        assert [j.outlier for j in locked[0]][-3:-1] == [True, True]
+        if mine[0][-1]["readmitted"]:  # re-admitted at the third sync (38): without K, flagged there too
+            assert [j.outlier for j in locked[0]][-3:] == [True, True, True]
         assert not any(j.outlier for r in (0, 1) for j in replay(PenaltyConfig(), norms, steps)[r])
 
