@@ -165,7 +165,7 @@ def eval_table(run: RunLike) -> pd.DataFrame:
     # one eval span per evaluation on every rank; the span carries the training step it followed, the
     # metric the step count after it, so they are matched by order rather than by step
     times = sorted(e["t1"] for e in r.events if e["kind"] == "eval" and e["rank"] == 0)
-    evals = sorted((m for m in r.metrics if m["kind"] == "eval"), key=lambda m: (m.get("t", 0.0), m["step"]))
+    evals = [m for m in r.metrics if m["kind"] == "eval"]  # merge_metrics wrote them in the order they happened
     if len(times) != len(evals):
         times = [m.get("t") for m in evals]  # type: ignore[misc]
     rows = [{"step": m["step"], "val_loss": m["val_loss"], "val_loss_spread": m.get("val_loss_spread"), "t": t,

@@ -14,7 +14,7 @@ import torch
 
 from edit_lab import launch
 from edit_lab.methods.aedit import active_weights, mix_step_weights
-from edit_lab.penalty import softmax_weights
+from edit_lab.penalty import softmax_weights, step_scaled_norms
 from tests.helpers import small
 
 pytestmark = pytest.mark.slow
@@ -174,10 +174,12 @@ def test_step_weighting_mixes_the_round_shares_into_the_penalty_weights(straggle
     for (step, unit), recs in by_sync.items():
         k = synced[step]
         G = [recs[r]["G"] for r in (0, 1)]
-        softmax = softmax_weights(G, cfg.penalty_temperature, [recs[r]["outlier"] for r in (0, 1)])
+        # the softmax of the norms per local step (penalty_weight_per_step, the default), then the step mix
+        softmax = softmax_weights(step_scaled_norms(G, k), cfg.penalty_temperature,
+                                  [recs[r]["outlier"] for r in (0, 1)])
         expected = mix_step_weights(active_weights(softmax, k), k, cfg.step_weight_mix)
         assert [recs[r]["weight"] for r in (0, 1)] == pytest.approx(expected, abs=1e-12), (step, unit, k, G)
-    # the fast replica trained more steps in a round, so the mix gives it more weight than the norms alone
+    # the fast replica trained more steps in a round, so it gets more weight than the raw norms would give it
     mid = [(s, u) for (s, u) in by_sync if all(k > 0 for k in synced[s]) and synced[s][0] > synced[s][1]]
     assert mid
     for s, u in mid:
