@@ -123,6 +123,10 @@ class RunConfig:
     def world_size(self) -> int:
         return self.shards * self.replicas
 
+    def progress_total(self) -> tuple[int, str]:
+        """What the progress file counts up to, and in what: the budget's seconds, or the steps."""
+        return (int(self.time_budget), "s") if self.time_budget else (self.steps, "step")
+
     def replace(self, **changes: Any) -> "RunConfig":
         return dataclasses.replace(self, **changes)
 

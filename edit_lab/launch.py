@@ -201,7 +201,7 @@ def launch(cfg: RunConfig, stall_timeout_s: float | None = None) -> Run:
         if cfg.progress:
             from tqdm.auto import tqdm
 
-            total, unit = (int(cfg.time_budget), "s") if cfg.time_budget else (cfg.steps, "step")
+            total, unit = cfg.progress_total()
             bar = tqdm(total=total, desc=f"{cfg.method} {cfg.shards}×{cfg.replicas}", unit=unit, leave=False)
         last_change, last_step = time.monotonic(), -1
         while True:

@@ -236,7 +236,7 @@ class StragglerLab:
         cfg = cfg.replace(out=str(out))
         cfg.validate()
         self.button.disabled = True
-        total = int(cfg.time_budget) if cfg.time_budget else cfg.steps  # the progress file counts s or steps
+        total, _ = cfg.progress_total()
         self.progress.max, self.progress.value, self.progress.bar_style = total, 0, "info"
         length = f"{cfg.time_budget:g} s" if cfg.time_budget else f"{cfg.steps} steps"
         self.status.value = f"running {cfg.method} {cfg.shards}×{cfg.replicas} for {length}…"

@@ -253,7 +253,7 @@ class Trainer:
             if not budget and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
                 self.evaluate(step)
             if progress is not None:
-                progress.write(*((int(t), int(budget)) if budget else (step, cfg.steps)))
+                progress.write(int(t) if budget else step, cfg.progress_total()[0])
         self.log.step = step
         self.method.finalize(step)
         self.train_end_s = self.log.clock.now()  # the final sync is done: the end of training

@@ -158,11 +158,15 @@ class CO2Method(LocalSGDMethod):
             return None
         handle, flat, issued_at = pending
         handle.wait()  # the overlapped wait: only what round k+1's compute did not hide shows up here
-        flat.div_(self.mesh.replicas)
-        with self.log.span("outer_step"):
-            self.co2_outer.apply(flat)
+        self.outer_step(flat)
         self.stale_steps.append(issued_at)
         return issued_at
+
+    def outer_step(self, delta_sum: torch.Tensor) -> None:
+        """Step every unit's anchor with the mean of an all-reduced sum of pseudo-gradients (timed)."""
+        delta_sum.div_(self.mesh.replicas)
+        with self.log.span("outer_step"):
+            self.co2_outer.apply(delta_sum)
 
     # ------------------------------------------------------------ the end
     @torch.no_grad()
@@ -178,9 +182,7 @@ class CO2Method(LocalSGDMethod):
         self.land(pending)
         if partial is not None:
             self.comm.all_reduce(partial, group="sync", kind="sync_reduce")
-            partial.div_(self.mesh.replicas)
-            with self.log.span("outer_step"):
-                outer.apply(partial)
+            self.outer_step(partial)
             self.last_sync_step = step
             self.n_syncs += 1
         outer.restart(shards)
@@ -197,11 +199,6 @@ class CO2Method(LocalSGDMethod):
         if self.outer is None:
             return 0
         return self.outer.numel() + sum(a.numel() for a in self.outer.anchors)
-
-    def state_dict(self) -> dict[str, Any]:
-        """CO2 offers no checkpoint moment: after every boundary θ = a everywhere, but the mean of the round
-        just closed is still in flight, and it is part of the state. This is the bookkeeping only."""
-        return super().state_dict()
 
     def summary(self) -> dict[str, Any]:
         return {"syncs": self.n_syncs, "applied_rounds": self.stale_steps,

@@ -255,6 +255,6 @@ class EDiTMethod(LocalSGDMethod):
             d.load_state_dict(s)
 
     def summary(self) -> dict[str, Any]:
-        """`penalty_readmissions`: each (step, unit, replica) accepted after K syncs in a row with every replica
-        of the unit flagged (D10); the launcher warns about them."""
+        """`penalty_readmissions`: each (step, unit, replica) re-admitted after K flags in a row (D10,
+        `penalty.readmitted_replicas`); the launcher warns about them."""
         return {"syncs": self.n_syncs, "penalty_readmissions": self.readmissions}
