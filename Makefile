@@ -27,7 +27,7 @@ LAB_PORT ?= 8888
 # Open a browser only where there is a display to show it on.
 LAB_BROWSER = $(if $(DISPLAY),,--no-browser)
 
-.PHONY: help install lab demo test test-fast test-ui notebooks bench clean
+.PHONY: help install lab demo test test-fast test-ui notebooks bench tables clean
 
 help: ## list the targets
 	@echo "Targets (each creates $(VENV) if it is missing):"
@@ -61,8 +61,12 @@ test-ui: $(STAMP) ## browser tests of the widgets (need chromium)
 notebooks: $(STAMP) ## execute every notebook with its default parameters
 	$(PY) -m edit_lab.tools.run_notebooks
 
-bench: $(STAMP) ## print the performance tables of the README
+bench: $(STAMP) ## run every CPU benchmark (results in benchmarks/results/)
 	$(PY) benchmarks/run_all.py
+
+tables: $(STAMP) ## print the README's tables from benchmarks/results/ and check the README against them
+	$(PY) benchmarks/render.py
+	$(PY) benchmarks/render.py --check README.md
 
 clean: ## remove runs/ and caches (keeps the venv)
 	rm -rf runs/ .pytest_cache/ build/ dist/

@@ -16,7 +16,7 @@ weight is far below its share of the steps does work that barely reaches the mod
 
     python benchmarks/aedit_loss.py --budget 30 --seeds 0,1,2 --meshes 2x2 --stragglers consistent \\
         --methods sync,diloco,edit,aedit [--set step_weighting=true --set penalty_weighting=false ...] \\
-        [--json benchmarks/results/aedit_loss.json]
+        [--json benchmarks/results/aedit_loss.json]   (results_io.py adds the command, commit, versions, date)
 
 `--set FIELD=VALUE` changes a RunConfig field for every run (values are parsed as JSON, else as strings);
 `--aedit-set` only for A-EDiT runs. A-EDiT's period defaults to the time EDiT's slow replica needs for τ
@@ -27,11 +27,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +40,10 @@ sys.path.insert(0, str(ROOT))
 
 from edit_lab import RunConfig, launch  # noqa: E402
 from edit_lab.analysis import budget_table  # noqa: E402
+from edit_lab.config import RENAMED  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_io import load_average, write_result  # noqa: E402
 
 
 def parse_sets(items: list[str]) -> dict[str, Any]:
@@ -130,14 +131,6 @@ def table_row(mesh: str, kind: str, method: str, rows: list[dict[str, Any]], vs_
             f"{discarded:.0f}k |")
 
 
-def git_commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--budget", type=float, default=30.0, help="seconds of training per run")
@@ -168,21 +161,28 @@ def variant_label(args: argparse.Namespace) -> str:
                      ([f"period {args.period_steps:g} slow steps"] if args.period_steps is not None else []))
 
 
+def render_files(results: list[dict[str, Any]]) -> list[str]:
+    """The table of several result files (loaded), each file's A-EDiT rows labelled with the variant its
+    command line asked for (`--aedit-set`, `--period-steps`) and its `--set` fields added to the straggler."""
+    runs: list[dict[str, Any]] = []
+    for data in results:
+        made = parser().parse_args(shlex.split(data["command"])[2:])
+        label = variant_label(made)
+        # e.g. the link; a field renamed since the run is shown by its current name (config.RENAMED)
+        extra = ", ".join(f"{RENAMED.get(k, k)}={v}" for k, v in parse_sets(made.sets).items())
+        runs += [dict(r, budget=made.budget, variant=label if r["method"] == "aedit" else "",
+                      straggler=r["straggler"] + (f", {extra}" if extra else "")) for r in data["runs"]]
+    return render(runs)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = parser()
     args = ap.parse_args(argv)
     if args.render:
-        runs: list[dict[str, Any]] = []
-        for path in args.render:
-            data = json.loads(Path(path).read_text())
-            made = parser().parse_args(shlex.split(data["command"])[2:])
-            label = variant_label(made)
-            extra = ", ".join(f"{k}={v}" for k, v in parse_sets(made.sets).items())  # e.g. the link
-            runs += [dict(r, budget=made.budget, variant=label if r["method"] == "aedit" else "",
-                          straggler=r["straggler"] + (f", {extra}" if extra else "")) for r in data["runs"]]
-        print("\n".join(render(runs)))
+        print("\n".join(render_files([json.loads(Path(p).read_text()) for p in args.render])))
         return
 
+    load_before = load_average()
     seeds = [int(s) for s in args.seeds.split(",")]
     methods = args.methods.split(",")
     sets, aedit_sets = parse_sets(args.sets), parse_sets(args.aedit_sets)
@@ -216,12 +216,8 @@ def main(argv: list[str] | None = None) -> None:
           f"A-EDiT sets {aedit_sets}")
     print("\n".join(table))
     if args.json:
-        path = Path(args.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({
-            "command": "python benchmarks/aedit_loss.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-            "commit": git_commit(), "torch": __import__("torch").__version__, "cores": os.cpu_count(),
-            "machine": platform.machine(), "runs": results, "table": table}, indent=1))
+        write_result(args.json, {"runs": results, "table": table}, __file__,
+                     argv if argv is not None else sys.argv[1:], load_before)
 
 
 if __name__ == "__main__":

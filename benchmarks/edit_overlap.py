@@ -56,6 +56,9 @@ from edit_lab.analysis import comm_totals, events_table, sync_window  # noqa: E4
 from edit_lab.model import get_size  # noqa: E402
 from edit_lab.viz import timeline_figure  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from results_io import load_average, write_result  # noqa: E402
+
 
 class Row(NamedTuple):
     """One method's line of the table; times in seconds, medians over the run's syncs."""
@@ -110,10 +113,10 @@ def calibrate(base: RunConfig, out: str) -> tuple[float, float, int]:
     the forward computes beside it (on a CPU the loopback transfer competes with compute for the
     cores, which is why it is measured in place, not alone).
     """
-    run = launch(base.replace(method="sync", steps=12, out=f"{out}-sync"))
+    run = launch(base.replace(method="sync", steps=12, out=f"{out}-sync"), overwrite=True)
     fwd = [e["t1"] - e["t0"] for e in run.events if e["kind"] == "compute_fwd" and (e["unit"] or 0) >= 1
            and e["step"] >= 4]
-    run = launch(base.replace(method="edit", prefetch=True, steps=24, out=f"{out}-edit"))
+    run = launch(base.replace(method="edit", prefetch=True, steps=24, out=f"{out}-edit"), overwrite=True)
     real = [e["t1"] - e["t0"] for e in run.events if e["kind"] == "sync_reduce" and (e["unit"] or 0) >= 1]
     block_bytes = 4 * get_size(base.model).block_params() // base.shards  # float32 shard of one block
     return statistics.median(fwd), statistics.median(real), block_bytes
@@ -133,18 +136,23 @@ def main() -> int:
     ap.add_argument("--part", choices=("all", "overlap", "loss"), default="all")
     ap.add_argument("--analyse-only", action="store_true",
                     help="read the runs already in --out again instead of launching them (part overlap)")
+    ap.add_argument("--json", default="edit_overlap.json", help="result file (a bare name: benchmarks/results/)")
     a = ap.parse_args()
+    load_before = load_average()
+    result: dict = {}
     shards, replicas = (int(x) for x in a.mesh.split("x"))
     base = RunConfig(model=a.model, shards=shards, replicas=replicas, steps=a.steps, warmup_steps=4, sync_interval=4,
                      seq_len=a.seq_len, batch_size=a.batch_size,
                      eval_every=0, eval_batches=2, progress=False)
     if a.part in ("all", "overlap"):
-        overlap(base, a)
+        result["overlap"] = overlap(base, a)
     if a.part in ("all", "loss"):
-        loss(a)
+        result["loss"] = loss(a)
     print(f"\ncommand: python benchmarks/edit_overlap.py --part {a.part} --model {a.model} --mesh {a.mesh} "
           f"--steps {a.steps} --seq-len {a.seq_len} --batch-size {a.batch_size} --loss-steps {a.loss_steps} "
           f"--link-ratio {a.link_ratio:g}" + (" --analyse-only" if a.analyse_only else ""))
+    if a.json:
+        write_result(a.json, result, __file__, sys.argv[1:], load_before)
     return 0
 
 
@@ -171,7 +179,7 @@ def extra_breakdown(run, syncs: set[int]) -> str:
     return ", ".join(f"{k} {diff[k]:+.1f}" for k in keep)
 
 
-def overlap(base: RunConfig, a: argparse.Namespace) -> None:
+def overlap(base: RunConfig, a: argparse.Namespace) -> dict:
     """Part 1: sync step / local step for edit with and without prefetch, and diloco, over one link.
 
     With `--analyse-only` the runs already in `--out` are read again instead of launched (the tables of
@@ -180,6 +188,7 @@ def overlap(base: RunConfig, a: argparse.Namespace) -> None:
              ("edit, prefetch off", dict(method="edit", prefetch=False)),
              ("diloco", dict(method="diloco"))]
     link: dict = {}
+    per_sync: dict[str, list] = {}
     if not a.analyse_only:
         fwd, real, block_bytes = calibrate(base, f"{a.out}/calibrate")
         # the simulated part of one block's sync, so that real + simulated ≈ link_ratio · F
@@ -190,15 +199,16 @@ def overlap(base: RunConfig, a: argparse.Namespace) -> None:
               f"takes R = {1e3 * real:.2f} ms on the loopback network -> link latency {latency_ms:.2f} ms, "
               f"bandwidth {bandwidth:.1f} MB/s, so that one block's sync takes about R + {1e3 * link_s:.2f} ms "
               f"≈ {a.link_ratio:g}·F\n")
-        link = dict(link_latency_ms=latency_ms, link_bandwidth_mbps=bandwidth)
+        link = dict(link_latency_ms=latency_ms, link_bandwidth_mb_s=bandwidth)
     rows = []
     for label, kw in cases:
         out = f"{a.out}/{kw['method']}-{kw.get('prefetch', '')}"
-        run = Run(out) if a.analyse_only else launch(base.replace(out=out, **kw, **link))
+        run = Run(out) if a.analyse_only else launch(base.replace(out=out, **kw, **link), overwrite=True)
         cfg = run.config
         syncs = sync_steps(run)
         syncs.discard(cfg.steps)  # the final sync sits outside any training step
         pairs, slowest = sync_pairs(run, syncs)
+        per_sync[label] = {"syncs": sorted(syncs), "sync_and_local_s": pairs, "slowest_sync_and_local_s": slowest}
         synced = [t for t, _ in pairs]
         local = [t for _, t in pairs]
         # overlap.py's definition: the share of the time with sync-group communication in flight during
@@ -230,18 +240,21 @@ def overlap(base: RunConfig, a: argparse.Namespace) -> None:
     print(f"\nEDiT with prefetch: {edit.ratio:.2f}× (target ≤ 1.05×), {edit.hidden:.0%} of its sync-group "
           f"communication hidden ({edit.hidden_agg:.0%} of the aggregate all-reduce; target ≥ 80%); its extra time "
           f"is {edit.extra_s / diloco.extra_s:.0%} of DiLoCo's (target < 50%)\n", flush=True)
+    return {"link": link, "seed": base.seed, "rows": [r._asdict() | per_sync[r.label] for r in rows],
+            "edit_units": edit_units, "edit_extra": edit_extra}
 
 
-def loss(a: argparse.Namespace) -> None:
+def loss(a: argparse.Namespace) -> dict:
     """Part 2: validation loss after the same tokens, no simulated link (tiny model, 2 × 2, default batch)."""
     loss_base = RunConfig(model="tiny", shards=2, replicas=2, steps=a.loss_steps, warmup_steps=a.loss_steps // 10,
                           sync_interval=10, eval_every=0, eval_batches=8, progress=False)
     print(f"| method (tiny, 2×2, {a.loss_steps} steps, same tokens) | final val loss | vs sync |\n|---|---:|---:|")
     losses = {}
     for method in ("sync", "post_local_sgd", "diloco", "edit"):
-        run = launch(loss_base.replace(method=method, out=f"{a.out}/loss-{method}"))
+        run = launch(loss_base.replace(method=method, out=f"{a.out}/loss-{method}"), overwrite=True)
         losses[method] = run.summary["final_val_loss"]
         print(f"| {method} | {losses[method]:.4f} | {losses[method] / losses['sync'] - 1:+.1%} |", flush=True)
+    return {"seed": loss_base.seed, "final_val_loss": losses}
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ Two settings, each compared with its FSDP2 counterpart:
 
 - ours:  `launch(RunConfig(method="sync", ...))`; a step's time is the `dt` of the metrics rows
   (begin of the step to the end of the optimizer step), the slower replica's per step;
-- FSDP2: `edit_lab.reference.fsdp2`, `fully_shard` on every block and on the root on a
+- FSDP2: `tests.oracles.fsdp2.fsdp2`, `fully_shard` on every block and on the root on a
   replica × shard device mesh; a step's time is the slowest rank's, measured the same way.
 
 The first `--warmup` steps (allocator, gloo connections, first-call costs) are left out; the
@@ -37,7 +37,12 @@ import tempfile
 from pathlib import Path
 
 from edit_lab import RunConfig, launch
-from edit_lab.reference import fsdp2
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the oracles live with the tests
+from tests.oracles.fsdp2 import fsdp2  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_io import load_average, write_result  # noqa: E402
 
 
 def our_step_times(run) -> list[float]:
@@ -81,6 +86,13 @@ def table(results: dict[str, tuple[list[float], list[float], list[float]]], step
     return "\n".join(rows)
 
 
+def table_of_result(data: dict) -> str:
+    """The table of a result file written by `main` (steps pooled over its repeats, as `main` prints it)."""
+    results = {name: ([t for rep in r["ours_s"] for t in rep], [t for rep in r["fsdp2_s"] for t in rep], r["ratios"])
+               for name, r in data["settings"].items()}
+    return table(results, data["steps"], data["warmup"])
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=40, help="training steps of each engine")
@@ -90,6 +102,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS),
                     help="regather: ours and FSDP2 re-gathering in the backward; keep: neither")
     ap.add_argument("--out", default=None, help="directory for both runs (default: a temporary one)")
+    ap.add_argument("--json", default="engine_vs_fsdp2.json",
+                    help="result file (a bare name: under benchmarks/results/); every repeat's step times")
     return ap.parse_args(argv)
 
 
@@ -97,6 +111,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     """Run the benchmark; returns the ratio ours / FSDP2 of each setting."""
     argv = sys.argv[1:] if argv is None else argv
     args = parse(argv)
+    load_before = load_average()
     print("$ python benchmarks/engine_vs_fsdp2.py " + " ".join(shlex.quote(a) for a in argv))
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(args.out or tmp)
@@ -107,18 +122,26 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
               f"{cfg.replicas} replicas, {args.steps} steps ({args.warmup} warm-up), {args.repeats} repeat(s)",
               flush=True)
         results: dict[str, tuple[list[float], list[float], list[float]]] = {n: ([], [], []) for n in args.settings}
+        repeats: dict[str, dict[str, list]] = {n: {"ours_s": [], "fsdp2_s": [], "ratios": []} for n in args.settings}
         for i in range(args.repeats):
             for name in args.settings:
                 c = cfg.replace(reshard_after_forward=SETTINGS[name][0])
-                o = after_warmup(our_step_times(launch(c.replace(out=str(out / f"ours-{name}-{i}")))), args.warmup)
+                o = after_warmup(our_step_times(launch(c.replace(out=str(out / f"ours-{name}-{i}")), overwrite=True)), args.warmup)
                 f = after_warmup(fsdp2(c, out / f"fsdp2-{name}-{i}")["step_times"], args.warmup)
                 ours, ref, ratios = results[name]
                 ratios.append(statistics.median(o) / statistics.median(f))
                 print(f"  repeat {i}, {name}: ours {median_ms(o):.1f} ms, FSDP2 {median_ms(f):.1f} ms", flush=True)
                 ours += o
                 ref += f
+                repeats[name]["ours_s"].append(o)
+                repeats[name]["fsdp2_s"].append(f)
+                repeats[name]["ratios"].append(ratios[-1])
     print()
     print(table(results, args.steps, args.warmup))
+    if args.json:
+        path = write_result(args.json, {"model": args.model, "steps": args.steps, "warmup": args.warmup,
+                                        "repeats": args.repeats, "settings": repeats}, __file__, argv, load_before)
+        print(f"result: {path.name}")
     return {n: statistics.median(o) / statistics.median(f) for n, (o, f, _) in results.items()}
 
 

@@ -32,6 +32,9 @@ sys.path.insert(0, str(ROOT))
 from edit_lab import RunConfig, launch  # noqa: E402
 from edit_lab.analysis import comm_totals  # noqa: E402
 
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from results_io import load_average, write_result  # noqa: E402
+
 
 def mesh_for(n_gpus: int) -> tuple[int, int, str]:
     if n_gpus <= 1:
@@ -50,7 +53,9 @@ def main() -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--quick", action="store_true", help="model small, 20 steps")
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench-gpu"))
+    ap.add_argument("--json", default="gpu.json", help="result file (a bare name: under benchmarks/results/)")
     a = ap.parse_args()
+    load_before = load_average()
     if a.quick:
         a.model, a.steps, a.seq_len = "small", 20, 256
     if a.device == "cuda" and not torch.cuda.is_available():
@@ -70,10 +75,10 @@ def main() -> int:
     runs = {}
     t_all = time.perf_counter()
     for method in ("sync", "diloco", "edit", "aedit"):
-        runs[method] = launch(base.replace(method=method, out=f"{a.out}/{method}"))
+        runs[method] = launch(base.replace(method=method, out=f"{a.out}/{method}"), overwrite=True)
         print(f"  {method}: {runs[method].summary['tokens_per_s']:.0f} tokens/s", flush=True)
-    runs["edit_noprefetch"] = launch(base.replace(method="edit", prefetch=False, out=f"{a.out}/edit-noprefetch"))
-    runs["edit_offload"] = launch(base.replace(method="edit", cpu_offload=True, out=f"{a.out}/edit-offload"))
+    runs["edit_noprefetch"] = launch(base.replace(method="edit", prefetch=False, out=f"{a.out}/edit-noprefetch"), overwrite=True)
+    runs["edit_offload"] = launch(base.replace(method="edit", cpu_offload=True, out=f"{a.out}/edit-offload"), overwrite=True)
 
     print("\n| method | tokens/s | step time (ms) | final val loss |\n|---|---:|---:|---:|")
     for m in ("sync", "diloco", "edit", "aedit"):
@@ -96,6 +101,13 @@ def main() -> int:
     print(f"| anchor and momentum on the GPU | {peak(runs['edit'])} | yes |")
     print(f"| cpu_offload | {peak(runs['edit_offload'])} | no |")
     print(f"\n(total {time.perf_counter() - t_all:.0f} s)")
+    if a.json:
+        keep = ("tokens_per_s", "step_time_s", "final_val_loss", "wall_s", "memory")
+        write_result(a.json, {"device_name": gpu, "mesh": how, "model": a.model, "steps": a.steps,
+                              "runs": {k: {f: r.summary.get(f) for f in keep} for k, r in runs.items()},
+                              "sync_comm": {k: comm_totals(runs[k], ranks=[0], groups=["sync"])
+                                            for k in ("edit", "edit_noprefetch")}},
+                     __file__, sys.argv[1:], load_before)
     return 0
 
 

@@ -44,6 +44,9 @@ from pathlib import Path
 from edit_lab import RunConfig, launch
 from edit_lab.run import Run
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results_io import load_average, write_result  # noqa: E402
+
 PENALTY_OFF = dict(penalty_anomaly=False, penalty_weighting=False, penalty_clip=False)
 VARIANTS: dict[str, dict] = {
     "edit": dict(method="edit"),
@@ -107,7 +110,7 @@ def run_all(args: argparse.Namespace) -> list[dict]:
         for data, extra in (("clean", {}), ("corrupted", corrupt)):
             cfg = base.replace(**VARIANTS[name], **extra, out=str(Path(args.out) / f"{name}-{data}"))
             t = time.monotonic()
-            run = launch(cfg)
+            run = launch(cfg, overwrite=True)  # a re-run replaces the runs in --out
             val = run.val_losses()
             row[data] = {"final": run.summary["final_val_loss"], "spike": largest_spike(val), "val": val}
             if name == "edit" and data == "corrupted":
@@ -168,12 +171,14 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--penalty-alpha", type=float, default=None, help="α of the detector (default: RunConfig's)")
     ap.add_argument("--penalty-arming", type=int, default=None, help="E of the detector (default: RunConfig's)")
     ap.add_argument("--out", default="runs/bench-penalty")
+    ap.add_argument("--json", default="penalty.json", help="result file (a bare name: under benchmarks/results/)")
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     argv = sys.argv[1:] if argv is None else argv
+    load_before = load_average()
     print("$ python benchmarks/penalty.py " + " ".join(shlex.quote(a) for a in argv))
     print(f"{args.model} model, {args.shards} shards × {args.replicas} replicas, {args.steps} steps, W={args.warmup}, "
           f"τ={args.sync_interval}; replica {args.corrupt_replica} reads {args.corrupt_mode!r} data from step "
@@ -187,6 +192,9 @@ def main(argv: list[str] | None = None) -> None:
     print()
     print("largest spike = max over evaluation points of (val loss − lowest val loss so far), on the anchor")
     print(verdict(rows))
+    if args.json:  # every run's validation curve, the seed and the detector's counts
+        write_result(args.json, {"seed": args.seed, "rows": rows, "table": table(rows).splitlines()}, __file__, argv,
+                     load_before)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ Decision D10 of docs/edit-method.md, by measurement, in three stages:
    does not depend on the detector, so the series is exactly what any detector setting that flags
    nothing would see, and what any setting sees up to its first flag. Configurations (`--seeds` each):
 
-   - ``lab-edit``, ``lab-aedit``: `edit_lab.widgets.default_lab_config()` with method edit / aedit (the
+   - ``lab-edit``, ``lab-aedit``: `edit_lab.presets.default_lab_config()` with method edit / aedit (the
      StragglerLab's starting point; 24 steps, W = τ = 4);
    - ``lab-edit-long``: the same, 96 steps (the StragglerLab's step slider goes to 200);
    - ``examples-edit``, ``examples-aedit``: the shipped example runs' configuration
@@ -75,6 +75,8 @@ from edit_lab import RunConfig, launch  # noqa: E402
 from edit_lab.penalty import PenaltyConfig, replay  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from results_io import load_average, write_result  # noqa: E402
 NB05 = ROOT / "notebooks" / "05_pseudo_gradient_penalty.ipynb"
 BAD = 1  # the replica spiked or fed bad data in the nb05 variants
 SHIFT = 1.5
@@ -110,7 +112,7 @@ def _bench(method: str) -> RunConfig:
 def configurations() -> dict[str, tuple[RunConfig, dict[str, Any]]]:
     """name → (config, trouble): trouble is {} for a healthy run, else {"kind", "step"} of the failure."""
     from edit_lab.tools.make_examples import example_config
-    from edit_lab.widgets import default_lab_config
+    from edit_lab.presets import default_lab_config
 
     lab = default_lab_config()
     p = nb05_parameters()
@@ -183,7 +185,7 @@ def collect(names: Sequence[str], seeds: Sequence[int], out: Path) -> list[dict[
         cfg, trouble = confs[name]
         for seed in seeds:
             t = time.monotonic()
-            run = launch(cfg.replace(seed=seed, penalty_anomaly=False, out=str(out / f"{name}-s{seed}")))
+            run = launch(cfg.replace(seed=seed, penalty_anomaly=False, out=str(out / f"{name}-s{seed}")), overwrite=True)
             steps, G = series_of(run.penalty)
             k = round_steps(run.penalty, run.syncs, steps, cfg.warmup_steps, cfg.replicas)
             rows.append({"config": name, "seed": seed, "method": cfg.method, "trouble": trouble,
@@ -362,7 +364,7 @@ def verify(seeds: Sequence[int], out: Path) -> list[dict[str, Any]]:
     for name in ("nb05-spike", "nb05-corrupt"):
         cfg, trouble = confs[name]
         for seed in seeds:
-            run = launch(cfg.replace(seed=seed, out=str(out / f"verify-{name}-s{seed}")))
+            run = launch(cfg.replace(seed=seed, out=str(out / f"verify-{name}-s{seed}")), overwrite=True)
             steps, _ = series_of(run.penalty)
             onset_step = steps[first_after(steps, trouble["step"])]
             recs = [p for p in run.penalty if p.get("kind", "penalty") == "penalty"]
@@ -398,6 +400,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
+    load_before = load_average()
     print("$ python benchmarks/penalty_defaults.py " + " ".join(sys.argv[1:] if argv is None else argv))
     RESULTS.mkdir(parents=True, exist_ok=True)
     if args.replay is None:
@@ -435,9 +438,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.no_verify:
         return  # the table only: the results file keeps the last complete measurement
     seeds = sorted({r["seed"] for r in rows})
-    (RESULTS / "penalty_defaults.json").write_text(json.dumps(
-        {"seeds": seeds, "configs": sorted({r["config"] for r in rows}), "results": results, "verify": checks},
-        indent=1))
+    write_result(RESULTS / "penalty_defaults.json",
+                 {"seeds": seeds, "configs": sorted({r["config"] for r in rows}), "results": results, "verify": checks},
+                 __file__, sys.argv[1:] if argv is None else argv, load_before)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """`make bench`: every CPU benchmark of the README, one after the other (about 50 minutes on 2 cores).
 
-The GPU benchmark (`benchmarks/gpu.py`) is separate: it needs a machine with NVIDIA GPUs.
+Each script writes its result file under benchmarks/results/; `python benchmarks/render.py` prints the
+README's tables from them. The GPU benchmark (`benchmarks/gpu.py`) is separate: it needs a machine with
+NVIDIA GPUs.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCRIPTS = (["engine_vs_fsdp2.py", "--steps", "40", "--repeats", "2"], ["edit_overlap.py"], ["penalty.py"],
            ["penalty_defaults.py"],
-           ["stragglers.py", "--repeats", "2"])
+           ["stragglers.py", "--repeats", "2"], ["binder_memory.py"], ["preview_vs_real.py"])
 
 
 def main() -> int:

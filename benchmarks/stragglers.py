@@ -51,8 +51,13 @@ sys.path.insert(0, str(ROOT))
 
 from edit_lab import RunConfig, launch  # noqa: E402
 from edit_lab.analysis import replica_table  # noqa: E402
+from edit_lab.config import METHODS as ALL_METHODS  # noqa: E402
 
-METHODS = ("sync", "diloco", "co2", "edit", "aedit")
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from results_io import load_average, write_result  # noqa: E402
+
+#: config.METHODS in its order, less Post Local SGD (plain averaging: DiLoCo stands for the family here)
+METHODS = tuple(m for m in ALL_METHODS if m != "post_local_sgd")
 
 
 def throughput(run, from_step: int) -> float:
@@ -104,17 +109,17 @@ def scenario(name: str, base: RunConfig, extra: dict, out: str, repeats: int) ->
     for rep in range(repeats):
         suffix = f"-{rep}" if repeats > 1 else ""
         for m in METHODS:
-            runs[m] = launch(base.replace(method=m, out=f"{out}/{name}-{m}{suffix}", **extra))
+            runs[m] = launch(base.replace(method=m, out=f"{out}/{name}-{m}{suffix}", **extra), overwrite=True)
             tput[m].append(throughput(runs[m], w))
             eff[m].append(in_run_efficiency(runs[m], w))
             whole[m].append(whole_run_throughput(runs[m]))
         bound_run = launch(base.replace(method="post_local_sgd", warmup_steps=0, sync_interval=base.steps + 1,
-                                        out=f"{out}/{name}-no-sync{suffix}", **extra))
+                                        out=f"{out}/{name}-no-sync{suffix}", **extra), overwrite=True)
         tput["bound"].append(throughput(bound_run, w))
         whole["bound"].append(whole_run_throughput(bound_run))
     med = {m: statistics.median(v) for m, v in tput.items()}
     return {"runs": runs, "bound": med.pop("bound"), "tput": med, "in_run": {m: statistics.median(v) for m, v in eff.items()},
-            "per_repeat": tput,
+            "per_repeat": tput, "in_run_per_repeat": eff, "whole_per_repeat": whole,
             "whole": {m: statistics.median(v) for m, v in whole.items() if m != "bound"},
             "whole_bound": statistics.median(whole["bound"])}
 
@@ -127,14 +132,18 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=1, help="runs of each method per scenario (medians)")
     ap.add_argument("--meshes", default="1x4,2x2", help="shards x replicas, comma separated")
     ap.add_argument("--out", default=str(ROOT / "runs" / "bench-stragglers"))
+    ap.add_argument("--json", default="stragglers.json",
+                    help="result file (a bare name: under benchmarks/results/); every repeat's throughputs")
     a = ap.parse_args()
+    load_before = load_average()
+    result: dict[str, dict] = {}
     for mesh in a.meshes.split(","):
         shards, replicas = (int(x) for x in mesh.split("x"))
         tau = a.tau
         base = RunConfig(model=a.model, shards=shards, replicas=replicas, steps=a.steps, warmup_steps=8,
                          sync_interval=tau, eval_every=10, eval_batches=2, progress=False, min_sync_steps=1)
         out = f"{a.out}/{mesh}"
-        cal = launch(base.replace(method="sync", steps=20, eval_every=0, out=f"{out}/calibrate"))
+        cal = launch(base.replace(method="sync", steps=20, eval_every=0, out=f"{out}/calibrate"), overwrite=True)
         s = step_time(cal)
         base = base.replace(sync_period=tau * s)
         print(f"\n## {shards} shard(s) × {replicas} replicas, model {a.model}, {a.steps} steps, τ={tau}: "
@@ -170,8 +179,15 @@ def main() -> int:
         for m in METHODS:
             print(f"| {m} | {loss_at(consistent['runs'][m], t1):.4f} | {loss_at(random_['runs'][m], t2):.4f} |")
         print(f"(at {t1:.1f} s and {t2:.1f} s of wall clock)", flush=True)
+        result[mesh] = {"step_s": s, "sync_period_s": tau * s, "scenarios": {
+            name: {k: sc[k] for k in ("per_repeat", "in_run_per_repeat", "whole_per_repeat")}
+            | {"val_loss_at_equal_time": {m: loss_at(sc["runs"][m], t) for m in METHODS}, "equal_time_s": t}
+            for name, sc, t in (("consistent", consistent, t1), ("random", random_, t2))}
+            | {"clean": {k: clean[k] for k in ("per_repeat", "in_run_per_repeat", "whole_per_repeat")}}}
     print(f"\ncommand: python benchmarks/stragglers.py --steps {a.steps} --tau {a.tau} --repeats {a.repeats} --model {a.model} "
           f"--meshes {a.meshes}")
+    if a.json:
+        write_result(a.json, {"methods": list(METHODS), "meshes": result}, __file__, sys.argv[1:], load_before)
     return 0
 
 

@@ -1,7 +1,10 @@
-"""Command line: `python -m edit_lab {run,show,demo,report,torchrun-config}`.
+"""Command line: `python -m edit_lab {run,show,demo,report,predict,torchrun-config}`.
 
-Every field of RunConfig is a flag of `run` (`sync_interval` -> `--sync-interval`), with the field's
-comment as its help, so the CLI and the config can never disagree.
+Every field of RunConfig is a flag of `run` (`sync_interval` -> `--sync-interval`), generated from the
+field's declaration (`config.knob`): its section is the flag's group in `--help`, its help text and
+bounds are the flag's help, its choices the flag's choices, so the CLI and the config can never
+disagree. A wrong value is refused in one line on stderr with exit status 2, before any process
+starts; a failed rank is reported with that rank's traceback alone.
 """
 
 from __future__ import annotations
@@ -13,32 +16,65 @@ import sys
 import typing
 from pathlib import Path
 
-from .config import ConfigError, RunConfig, field_help
+from .config import METHODS, RENAMED, SECTIONS, ConfigError, RunConfig, field_hint, knobs
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a wrong argument costs one line on stderr (exit 2), not the whole usage text."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (--help lists the flags)\n")
+
+
+def _choice(name: str, choices: tuple[str, ...]):
+    """An argparse type that refuses a value outside `choices` in the config's own words."""
+
+    def parse(value: str) -> str:
+        if value not in choices:
+            raise argparse.ArgumentTypeError(f"{name}={value!r} is not allowed: one of {', '.join(choices)}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in its messages
+    return parse
 
 
 def _add_config_flags(ap: argparse.ArgumentParser) -> None:
-    helps = field_help()
-    hints = typing.get_type_hints(RunConfig)
-    for f in dataclasses.fields(RunConfig):
-        flag = "--" + f.name.replace("_", "-")
-        hint = hints[f.name]
-        default = f.default
-        help_ = helps.get(f.name, "") + f" (default: {default})"
+    """One flag per RunConfig field, grouped by section, from the fields' declarations."""
+    groups = {section: ap.add_argument_group(section) for section in SECTIONS}
+    defaults = RunConfig()
+    for name, k in knobs().items():
+        flag = "--" + name.replace("_", "-")
+        hint = field_hint(name)
+        default = getattr(defaults, name)
+        bounds = "" if hint is bool or k.choices or k.checked_by or hint not in (int, float) else f"; {k.allowed(hint)}"
+        help_ = f"{k.help}{bounds} (default: {default})".replace("%", "%%")
+        g = groups[k.section]
         if hint is bool:
-            ap.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_)
-        elif f.name == "betas":
-            ap.add_argument(flag, dest=f.name, type=float, nargs=2, default=None, help=help_)
-        elif f.name in ("straggler_replicas", "spike_units"):  # tuple[int, ...]
-            ap.add_argument(flag, dest=f.name, type=int, nargs="*", default=None, help=help_)
+            g.add_argument(flag, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_)
+        elif name == "betas":
+            g.add_argument(flag, dest=name, type=float, nargs=2, default=None, help=help_, metavar=("B1", "B2"))
+        elif hint == tuple[int, ...]:
+            g.add_argument(flag, dest=name, type=int, nargs="*", default=None, help=help_, metavar="N")
+        elif k.choices:
+            g.add_argument(flag, dest=name, type=_choice(name, k.choices), choices=k.choices, default=None, help=help_)
         else:
-            base = {int: int, float: float}.get(hint, None)
-            if base is None:  # str or Optional[str]
-                base = str
-            ap.add_argument(flag, dest=f.name, type=base, default=None, help=help_)
+            g.add_argument(flag, dest=name, type=hint if hint in (int, float) else str, default=None, help=help_,
+                           metavar={int: "N", float: "X"}.get(hint, "PATH"))
+    for old, new in RENAMED.items():  # the old flags still work, unlisted
+        groups[knobs()[new].section].add_argument("--" + old.replace("_", "-"), dest=new, type=field_hint(new), default=None,
+                       help=argparse.SUPPRESS)
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
-    base = RunConfig.load(args.config) if getattr(args, "config", None) else RunConfig()
+    """`--config FILE` (or the defaults) with every flag that was given on top."""
+    base = RunConfig()
+    if getattr(args, "config", None):
+        try:
+            base = RunConfig.load(args.config)
+        except ConfigError:
+            raise
+        except (OSError, ValueError) as e:  # a missing file, or one that is not JSON
+            raise ConfigError(f"config={args.config!r} is not allowed: a readable config.json ({e})") from None
     changes = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunConfig)
                if getattr(args, f.name, None) is not None}
     return base.replace(**changes)
@@ -50,12 +86,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     if args.write_config:
         cfg.validate()
+        if cfg.out:  # the torchrun run will write there: the same refusal as a run started here
+            from .outdir import check
+
+            check(Path(cfg.out), args.overwrite)
         Path(args.write_config).write_text(cfg.to_json())
         print(f"wrote {args.write_config}; start it on every machine with\n"
               f"  torchrun --nnodes {cfg.replicas} --nproc-per-node {cfg.shards} --rdzv-id edit "
               f"--rdzv-backend c10d --rdzv-endpoint HOST:29400 -m edit_lab.worker --config {args.write_config}")
         return 0
-    run = launch(cfg)
+    run = launch(cfg, overwrite=args.overwrite)
     print(format_summary(run.summary, run.path))
     return 0
 
@@ -98,11 +138,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m edit_lab", description=__doc__.splitlines()[0])
+    ap = _Parser(prog="python -m edit_lab", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    run = sub.add_parser("run", help="train one configuration on this machine and print its summary")
+    run = sub.add_parser("run", help="train one configuration on this machine and print its summary",
+                         usage="%(prog)s [--config FILE] [--out DIR [--overwrite]] [--FIELD VALUE ...]")
     run.add_argument("--config", help="start from this config.json (flags override it)")
     run.add_argument("--write-config", metavar="FILE", help="only validate and write the config (for torchrun)")
+    run.add_argument("--overwrite", action="store_true",
+                     help="replace the run already in --out (its files are removed first); without it such a "
+                          "directory is refused")
     _add_config_flags(run)
     run.set_defaults(fn=cmd_run)
     show = sub.add_parser("show", help="print a run directory's summary")
@@ -112,23 +156,48 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="a short real comparison of the methods, printed as a table")
     demo.add_argument("--steps", type=int, default=60)
     demo.add_argument("--out", default="runs/demo")
-    demo.add_argument("--methods", nargs="+", default=["sync", "post_local_sgd", "diloco", "co2", "edit", "aedit"],
+    demo.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS,
                       help="methods to compare (default: all)")
     demo.set_defaults(fn=cmd_demo)
     report = sub.add_parser("report", help="write a one-page HTML report of a run")
     report.add_argument("dir")
     report.add_argument("--output", default=None)
     report.set_defaults(fn=cmd_report)
+    from .sim.cli import add_parser as add_predict_parser, cmd_predict  # `predict`: the preview simulator
+
+    add_predict_parser(sub, _add_config_flags, cmd_predict)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a subcommand; a refused configuration exits 2 and a failed run 1, each without our own traceback."""
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
     except ConfigError as e:
         print(f"edit_lab: config error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("edit_lab: interrupted; every worker was stopped", file=sys.stderr)
+        return 130
+    except Exception as e:
+        from .checkpoint import CheckpointError  # loaded already if it was raised: only then is it cheap
+        from .launch import WorkerError
+
+        if isinstance(e, CheckpointError):  # a resume= that names no whole checkpoint
+            print(f"edit_lab: config error: resume: {e}", file=sys.stderr)
+            return 2
+        if isinstance(e, WorkerError):  # the failing rank's traceback is the story; the launcher's adds nothing
+            print(f"edit_lab: rank {e.rank} failed (run directory {e.run_dir}):\n{e.traceback.rstrip()}",
+                  file=sys.stderr)
+            return 1
+        if isinstance(e, TimeoutError):
+            print(f"edit_lab: {e}", file=sys.stderr)
+            return 1
+        if isinstance(e, FileNotFoundError) and args.cmd in ("show", "report"):  # a mistyped run directory
+            print(f"edit_lab: {e}", file=sys.stderr)
+            return 2
+        raise
 
 
 if __name__ == "__main__":

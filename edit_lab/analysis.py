@@ -27,7 +27,8 @@ from typing import Any, Union
 
 import pandas as pd
 
-from .overlap import is_comm
+from .events import is_comm, sync_group_bytes
+from .mesh import Mesh
 from .run import Run
 
 RunLike = Union[Run, str, Path]
@@ -119,6 +120,14 @@ def comm_split(run: RunLike, by: Sequence[str] = ("rank", "kind"), steps: StepRa
     return out
 
 
+def _comm_events(r: Run, steps: StepRange, ranks: Iterable[int] | None, groups: Iterable[str] | None,
+                 kinds: Iterable[str] | None) -> list[dict[str, Any]]:
+    """The collectives of `r` chosen by steps, ranks, groups and kinds."""
+    group_set = None if groups is None else set(groups)
+    return [e for e in event_rows(r, steps, ranks, kinds)
+            if is_comm(e["kind"], e.get("group")) and (group_set is None or e.get("group") in group_set)]
+
+
 def comm_by_rank(run: RunLike, steps: StepRange = None, ranks: Iterable[int] | None = None,
                  groups: Iterable[str] | None = None, kinds: Iterable[str] | None = None) -> pd.DataFrame:
     """Per rank, the wall-clock time with at least one chosen collective in flight, split once.
@@ -128,10 +137,7 @@ def comm_by_rank(run: RunLike, steps: StepRange = None, ranks: Iterable[int] | N
     (e.g. groups=["sync"] for the sync group alone).
     """
     r = as_run(run)
-    group_set = None if groups is None else set(groups)
-    evs = [e for e in event_rows(r, steps, ranks, kinds)
-           if is_comm(e["kind"], e.get("group")) and (group_set is None or e.get("group") in group_set)]
-    tot = r.overlap.rank_totals(evs)
+    tot = r.overlap.rank_totals(_comm_events(r, steps, ranks, groups, kinds))
     rows = [{"rank": k, **v, "work_s": r.overlap.work_s(k)} for k, v in sorted(tot.items())]
     cols = ["rank", "comm_s", "hidden_s", "exposed_s", "other_s", "work_s"]
     df = pd.DataFrame(rows, columns=cols)
@@ -141,11 +147,10 @@ def comm_by_rank(run: RunLike, steps: StepRange = None, ranks: Iterable[int] | N
 
 def comm_totals(run: RunLike, steps: StepRange = None, ranks: Iterable[int] | None = None,
                 groups: Iterable[str] | None = None, kinds: Iterable[str] | None = None) -> dict[str, float]:
-    """`comm_by_rank` summed over ranks (rank-seconds): total_s (with communication in flight),
-    hidden_s, exposed_s, other_s. No instant of any rank is counted twice."""
-    df = comm_by_rank(run, steps, ranks, groups, kinds)
-    return {"total_s": float(df["comm_s"].sum()), "hidden_s": float(df["hidden_s"].sum()),
-            "exposed_s": float(df["exposed_s"].sum()), "other_s": float(df["other_s"].sum())}
+    """`comm_by_rank` summed over ranks (rank-seconds, `Overlap.totals`): total_s (with communication in
+    flight), hidden_s, exposed_s, other_s. No instant of any rank is counted twice."""
+    r = as_run(run)
+    return r.overlap.totals(_comm_events(r, steps, ranks, groups, kinds))
 
 
 # ---------------------------------------------------------------------------------------- metrics
@@ -200,7 +205,8 @@ def memory_table(run: RunLike) -> pd.DataFrame:
     rows = []
     for rank, mem in sorted(r.summary.get("memory", {}).items(), key=lambda kv: int(kv[0])):
         rank = int(rank)
-        rows.append({"rank": rank, "replica": rank // S, "shard": rank % S, **mem})
+        replica, shard = Mesh.coords(rank, S)
+        rows.append({"rank": rank, "replica": replica, "shard": shard, **mem})
     return pd.DataFrame(rows)
 
 
@@ -208,8 +214,9 @@ def memory_table(run: RunLike) -> pd.DataFrame:
 def replica_table(run: RunLike, from_step: int = 0) -> pd.DataFrame:
     """Per replica: tokens, steps, time, blocked time on the sync group, achieved and own-pace tokens/s.
 
-    `blocked_s` is the exposed sync-group communication of training steps (mean over the replica's
-    ranks): time spent waiting for the other replicas or the slow link. `own_tokens_per_s` is what the
+    `blocked_s` is the time the replica stood blocked on the sync group during the training steps
+    (`Overlap.replica_blocked_s`, the definition behind summary.json's `sync_wait_s` too, which counts
+    the whole run): time spent waiting for the other replicas or the slow link. `own_tokens_per_s` is what the
     replica would do without that time; their sum is the capacity bound.
 
     `from_step` > 0 counts only steps ≥ from_step, timed from the end of the replica's step
@@ -219,22 +226,18 @@ def replica_table(run: RunLike, from_step: int = 0) -> pd.DataFrame:
     r = as_run(run)
     cfg = r.config
     m = metrics_table(r)
-    blocked: dict[int, list[float]] = {}
-    straggle: dict[int, list[float]] = {}
-    per_rank_blocked: dict[int, float] = {rank: 0.0 for rank in range(cfg.world_size)}
-    per_rank_straggle: dict[int, float] = {rank: 0.0 for rank in range(cfg.world_size)}
-    # warm-up, and the final sync and eval after training, are left out
-    training = [e for e in r.events if from_step <= e["step"] < cfg.steps]
-    cross = [e for e in training if e.get("group") in ("sync", "world") and is_comm(e["kind"], e.get("group"))]
-    for rank, tot in r.overlap.rank_totals(cross).items():
-        per_rank_blocked[rank] = tot["exposed_s"]
-    for e in training:
-        if e["kind"] == "straggle":
-            per_rank_straggle[e["rank"]] += e["t1"] - e["t0"]
-    for rank in range(cfg.world_size):
-        blocked.setdefault(rank // cfg.shards, []).append(per_rank_blocked[rank])
-        straggle.setdefault(rank // cfg.shards, []).append(per_rank_straggle[rank])
     summ = r.summary.get("per_replica", {})
+    # warm-up, and the final sync and eval after training, are left out; with a time budget each replica
+    # trained its own number of steps (summary.json's per-replica `steps`)
+    end = {rep: int(summ.get(str(rep), {}).get("steps", cfg.steps)) if cfg.time_budget else cfg.steps
+           for rep in range(cfg.replicas)}
+    training = [e for e in r.events if from_step <= e["step"] < end[e["replica"]]]
+    blocked = r.overlap.replica_blocked_s(training, cfg.shards)
+    straggle: dict[int, float] = {}
+    for e in training:
+        if e["kind"] == "straggle":  # mean over the replica's ranks
+            rep = Mesh.coords(e["rank"], cfg.shards)[0]
+            straggle[rep] = straggle.get(rep, 0.0) + (e["t1"] - e["t0"]) / cfg.shards
     rows = []
     for rep in range(cfg.replicas):
         mine = m[m["replica"] == rep]
@@ -243,8 +246,7 @@ def replica_table(run: RunLike, from_step: int = 0) -> pd.DataFrame:
         mine = mine[mine["step"] >= from_step]
         tokens = int(mine["tokens"].sum()) if len(mine) else 0
         span = float(mine["t"].max()) - start if len(mine) else 0.0
-        b = sum(blocked.get(rep, [0.0])) / max(len(blocked.get(rep, [])), 1)
-        st = sum(straggle.get(rep, [0.0])) / max(len(straggle.get(rep, [])), 1)
+        b, st = blocked.get(rep, 0.0), straggle.get(rep, 0.0)
         busy = max(span - b, 1e-12)
         rows.append({
             "replica": rep, "tokens": tokens, "steps": int(len(mine)), "time_s": span,
@@ -302,9 +304,9 @@ def budget_table(runs: dict[str, RunLike]) -> pd.DataFrame:
 def rounds_table(run: RunLike) -> pd.DataFrame:
     """Local steps per round and replica: the steps each replica trained between two agreements.
 
-    Uses `summary.method_info["local_steps"]` (or `"local_steps_per_round"`, A-EDiT's) when the method
-    reports it: a list per round of per-replica counts, or {replica: [counts]}, counted from the end of
-    warm-up. Otherwise derives rounds from the run: every step
+    Uses `summary.method_info["local_steps_per_round"]` when the method reports it (A-EDiT: a list per
+    round of per-replica counts, counted from the end of warm-up). Otherwise derives rounds from the
+    run: every step
     with a cross-replica gradient all-reduce is a round of one step, and every model sync recorded
     in syncs.jsonl (or an anchor creation) closes a round. Columns: replica, round, start_step,
     end_step (exclusive), local_steps.
@@ -312,16 +314,13 @@ def rounds_table(run: RunLike) -> pd.DataFrame:
     r = as_run(run)
     cols = ["replica", "round", "start_step", "end_step", "local_steps"]
     info = r.summary.get("method_info") or {}
-    ls = info.get("local_steps") or info.get("local_steps_per_round")
+    ls = info.get("local_steps_per_round")
     rows: list[dict[str, Any]] = []
     if ls:
         per_rep: dict[int, list[int]] = {}
-        if isinstance(ls, dict):
-            per_rep = {int(k): [int(x) for x in v] for k, v in ls.items()}
-        else:
-            for counts in ls:
-                for rep, k in enumerate(counts if isinstance(counts, (list, tuple)) else [counts]):
-                    per_rep.setdefault(rep, []).append(int(k))
+        for counts in ls:
+            for rep, k in enumerate(counts):
+                per_rep.setdefault(rep, []).append(int(k))
         for rep, counts in sorted(per_rep.items()):
             start = r.config.warmup_steps  # rounds of local steps begin with the anchors, after warm-up
             for i, k in enumerate(counts):
@@ -356,12 +355,15 @@ def sync_window(run: RunLike) -> tuple[int, int]:
 # ---------------------------------------------------------------------------------------- several runs
 def run_label(run: RunLike) -> str:
     """A short name for legends: method and mesh, plus the notable knobs (prefetch off, stragglers)."""
+    from .methods import capabilities  # imports torch: only when a label is asked for
+
     r = as_run(run)
     c = r.config
+    caps = capabilities(c.method)
     bits = [f"{c.method} {c.shards}×{c.replicas}"]
-    if c.method == "aedit":
+    if caps.time_triggered:
         bits.append(f"T_sync {c.sync_period:.3g} s")
-    if c.method in ("edit", "aedit") and not c.prefetch:
+    if caps.layerwise_sync and not c.prefetch:
         bits.append("no prefetch")
     if c.straggler_replicas and c.straggler_factor > 1:
         bits.append(f"slow ×{c.straggler_factor:g}")
@@ -398,8 +400,7 @@ def compare(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None = No
         s, c = r.summary, r.config
         comm = comm_totals(r)
         cap = capacity_bound(r)
-        sync_bytes = sum(e["bytes"] for e in r.events if e["rank"] == 0 and e.get("group") == "sync"
-                         and e["kind"] != "wait")
+        sync_bytes = sync_group_bytes(r.events, rank=0)
         rows.append({
             "label": name, "method": c.method, "shards": c.shards, "replicas": c.replicas, "steps": c.steps,
             "tokens": s.get("tokens"), "wall_s": s.get("wall_s"), "tokens_per_s": s.get("tokens_per_s"),

@@ -30,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 from .config import ConfigError
+from .mesh import Mesh
 
 
 class CheckpointError(RuntimeError):
@@ -127,7 +128,7 @@ def check_compatible(manifest: dict[str, Any], cfg) -> None:
 
 def source_rank(rank: int, shards: int, old_replicas: int) -> int:
     """The old rank whose file new `rank` loads: same shard, replica r mod R_old."""
-    replica, shard = divmod(rank, shards)
+    replica, shard = Mesh.coords(rank, shards)
     return (replica % old_replicas) * shards + shard
 
 

@@ -7,6 +7,14 @@ laptop exactly as it would behave on a real network.
 
 Collectives are issued from the main thread, in the same order on every rank of a group; never from
 callbacks (the only callback records a completion time).
+
+The device rule: every tensor handed to a collective lives on `Comm.device`, the model's device (the
+one the groups' backend moves: NCCL accepts only CUDA tensors). Code that builds a tensor to exchange
+(a clock, a stop flag, a meeting's step counts, norms, decisions) creates it with
+`torch.tensor(..., device=comm.device)` and reads the result back with `.item()`, `.tolist()` or
+`.cpu()`. Every collective checks the rule (a device comparison, always on) and names the collective
+and the tensor's device when it is broken, so a CPU tensor fails on a CPU-only machine too (in the
+test that makes the default device differ from the comm device) instead of only under NCCL.
 """
 
 from __future__ import annotations
@@ -38,6 +46,11 @@ class LinkModel:
     latency_s: float = 0.0
     bandwidth_Bps: float = 0.0  # 0 -> unlimited
     free_at: float = 0.0
+
+    @classmethod
+    def of(cls, latency_ms: float, bandwidth_mb_s: float) -> "LinkModel":
+        """The link in RunConfig's units: `link_latency_ms` (ms), `link_bandwidth_mb_s` (MB/s = 10⁶ bytes/s)."""
+        return cls(latency_ms / 1e3, bandwidth_mb_s * 1e6)
 
     @property
     def active(self) -> bool:
@@ -85,9 +98,15 @@ class Handle:
 class Comm:
     """Issues collectives on the shard group, the sync group or the world, and records them."""
 
-    def __init__(self, mesh: Mesh, log: EventLog, link: LinkModel | None = None, stage_to_cpu: bool = False) -> None:
-        """`stage_to_cpu`: run collectives on CPU copies of GPU tensors — for several ranks sharing one GPU,
-        which NCCL refuses, over gloo."""
+    def __init__(self, mesh: Mesh, log: EventLog, link: LinkModel | None = None, stage_to_cpu: bool = False, *,
+                 device: torch.device | str) -> None:
+        """`device`: the model's device, where every tensor handed to a collective must live (the module's
+        device rule). `stage_to_cpu`: run collectives on CPU copies of GPU tensors — for several ranks
+        sharing one GPU, which NCCL refuses, over gloo."""
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:  # a tensor's device always names its index
+            device = torch.device("cuda", torch.cuda.current_device())
+        self.device = device
         self.stage_to_cpu = stage_to_cpu
         self.mesh = mesh
         self.log = log
@@ -112,6 +131,7 @@ class Comm:
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, group: str, kind: str = "all_gather",
                    unit: int | None = None, async_op: bool = False) -> Handle:
         """out (size·n) <- concatenation of every member's inp (n)."""
+        self._check_device("all_gather", kind, group, out, inp)
         if self.size(group) == 1:
             out.copy_(inp)
             return self._local(out)
@@ -122,6 +142,7 @@ class Comm:
     def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, group: str, kind: str = "reduce_scatter",
                        unit: int | None = None, async_op: bool = False, mean: bool = True) -> Handle:
         """out (n) <- this member's slice of the sum (or mean) over members of inp (size·n)."""
+        self._check_device("reduce_scatter", kind, group, out, inp)
         n = self.size(group)
         if n == 1:
             out.copy_(inp)
@@ -135,14 +156,34 @@ class Comm:
     def all_reduce(self, t: torch.Tensor, group: str, kind: str = "all_reduce", unit: int | None = None,
                    async_op: bool = False) -> Handle:
         """t <- sum over members of t (in place)."""
+        self._check_device("all_reduce", kind, group, t)
         if self.size(group) == 1:
             return self._local(t)
         (tt,), after = self._staged(t)
         work = dist.all_reduce(tt, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
         return self._issue(work, kind, group, unit, t.numel() * t.element_size(), t, async_op, after)
 
-    def barrier(self) -> None:
-        dist.barrier()
+    def broadcast(self, t: torch.Tensor, src: int, group: str = "world", kind: str = "broadcast") -> torch.Tensor:
+        """t <- t of global rank `src` (in place, blocking). For setting up a run (the common start time):
+        it is not recorded, because it runs before the common clock starts."""
+        self._check_device("broadcast", kind, group, t)
+        if self.size(group) == 1:
+            return t
+        (tt,), after = self._staged(t)
+        dist.broadcast(tt, src=src, group=self.group(group))
+        if after is not None:
+            after()
+        return t
+
+    # ------------------------------------------------------------------ the device rule
+    def _check_device(self, op: str, kind: str, group: str, *tensors: torch.Tensor) -> None:
+        """Refuse a tensor that is not on `self.device`: NCCL would (only CUDA tensors), gloo on a CPU-only
+        machine would not, so the rule is checked here, the same on every machine."""
+        for t in tensors:
+            if t.device != self.device:
+                raise RuntimeError(f"collective {kind!r} ({op} over the {group} group) was handed a tensor on "
+                                   f"{t.device}, but collective tensors live on comm.device = {self.device}: "
+                                   f"create it with device=comm.device")
 
     # ------------------------------------------------------------------ internals
     def _staged(self, out: torch.Tensor, *inputs: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], Any]:

@@ -1,31 +1,133 @@
 """RunConfig: the one object that travels from a notebook, the CLI or a test to every worker.
 
-Every knob of a run lives here, with its default from `edit-method.md`. `validate()` refuses a bad
-value *before* any process starts, with one line that names the field and what is allowed, because a
-typo found by a spawned worker costs a minute of waiting and a traceback from four processes.
+Every knob of a run is a field here, declared with `knob(...)`: its default (from `edit-method.md`),
+its section, its help text and its bounds or choices sit next to it, and everything else is derived
+from that one declaration: `validate()` checks every declared bound, the command line's flags, their
+groups and their `--help` are generated from it (`edit_lab.__main__`), and so are the docs' tables.
+`validate()` refuses a bad value *before* any process starts, with one line that names the field and
+what is allowed, because a typo found by a spawned worker costs a minute of waiting and a traceback
+from four processes. The rules that join several fields (a replica index below `replicas`, a
+sequence that fits the model) cannot be declared on one field; they follow the generic checks, each
+once. Nothing on that path imports torch unless a rule needs it, so the command line refuses a bad
+configuration in a fraction of a second.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 import os
-from dataclasses import dataclass, field, fields
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from .sizes import SIZES
+
 METHODS = ("sync", "post_local_sgd", "diloco", "co2", "edit", "aedit")
-LOCAL_METHODS = ("post_local_sgd", "diloco", "co2", "edit", "aedit")
 INNER_OPTIMIZERS = ("adamw", "sgd")
 BACKENDS = ("auto", "gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")
 CORRUPT_MODES = ("random", "shuffle", "corpus")
 FAULT_KINDS = ("raise", "kill", "hang", "nan")  # edit_lab.faults implements them
 
+#: Old field name -> its new name. Old config.json files and the old CLI flags keep working.
+RENAMED = {"link_bandwidth_mbps": "link_bandwidth_mb_s"}
+
+# The sections of a configuration, in the order `--help` and the docs list them.
+S_RUN = "what to run"
+S_DATA = "model and data"
+S_INNER = "inner optimizer"
+S_SCHEDULE = "local SGD schedule"
+S_OUTER = "outer optimizer"
+S_PENALTY = "pseudo-gradient penalty (edit, aedit)"
+S_AEDIT = "A-EDiT"
+S_LINK = "stragglers and the simulated sync link"
+S_TROUBLE = "trouble on purpose (teaching the penalty and failure handling)"
+S_SYSTEM = "processes and devices"
+S_CHECKPOINT = "checkpoints"
+SECTIONS = (S_RUN, S_DATA, S_INNER, S_SCHEDULE, S_OUTER, S_PENALTY, S_AEDIT, S_LINK, S_TROUBLE, S_SYSTEM,
+            S_CHECKPOINT)
+
 
 class ConfigError(ValueError):
     """A configuration value that cannot work; the message names the field and the allowed values."""
+
+
+@dataclass(frozen=True)
+class Knob:
+    """What a field declares about itself: where it belongs, what it means, what it may be.
+
+    `ge`/`gt`/`le`/`lt` bound a number; `finite` refuses ±inf; NaN is refused unless `nan_ok`;
+    `choices` lists the allowed strings; `checked_by` names the module whose own check is the one
+    definition of this field's bounds (the penalty's detector), so none is repeated here.
+    """
+
+    section: str
+    help: str
+    ge: float | None = None
+    gt: float | None = None
+    le: float | None = None
+    lt: float | None = None
+    choices: tuple[str, ...] = ()
+    finite: bool = False
+    nan_ok: bool = False
+    checked_by: str | None = None
+
+    def allowed(self, hint: Any) -> str:
+        """The allowed values in words, as the refusal and the `--help` line say them."""
+        if hint is bool:
+            return "true or false"
+        if self.choices:
+            return "one of " + ", ".join(self.choices)
+        if hint is str or hint == str | None:
+            return "a path (text)" + (", or None" if hint != str else "")
+        noun = "an integer" if hint is int else "a finite number" if self.finite else "a number"
+        lo = (self.ge, "[", ">=") if self.ge is not None else (self.gt, "(", ">") if self.gt is not None else None
+        hi = (self.le, "]", "<=") if self.le is not None else (self.lt, ")", "<") if self.lt is not None else None
+        if lo and hi:
+            return f"{noun} in {lo[1]}{_num(lo[0])}, {_num(hi[0])}{hi[1]}"
+        if lo:
+            return f"{noun} {lo[2]} {_num(lo[0])}"
+        if hi:
+            return f"{noun} {hi[2]} {_num(hi[0])}"
+        return noun
+
+    def admits(self, value: Any, hint: Any) -> bool:
+        """Whether `value` has the field's type and lies within its declared bounds."""
+        if hint is bool:
+            return isinstance(value, bool)
+        if hint is str or hint == str | None:
+            if value is None:
+                return hint != str
+            return isinstance(value, str) and (not self.choices or value in self.choices)
+        if hint not in (int, float):
+            return True  # tuples: their rules join fields (replica indices, units), see `validate`
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (hint is int and not isinstance(value, int)):
+            return False
+        if math.isnan(value):
+            return self.nan_ok
+        if self.finite and math.isinf(value):
+            return False
+        return ((self.ge is None or value >= self.ge) and (self.gt is None or value > self.gt)
+                and (self.le is None or value <= self.le) and (self.lt is None or value < self.lt))
+
+
+def _num(x: float) -> str:
+    return str(x) if isinstance(x, int) else f"{x:g}"
+
+
+def knob(default: Any, help: str, *, section: str, ge: float | None = None, gt: float | None = None,
+         le: float | None = None, lt: float | None = None, choices: Sequence[str] = (), finite: bool = False,
+         nan_ok: bool = False, checked_by: str | None = None) -> Any:
+    """A RunConfig field with its section, help text and bounds next to it (see `Knob`)."""
+    if section not in SECTIONS:
+        raise ValueError(f"unknown section {section!r}; one of {SECTIONS}")
+    return dataclasses.field(default=default, metadata={"knob": Knob(section, help, ge, gt, le, lt, tuple(choices),
+                                                                      finite, nan_ok, checked_by)})
 
 
 @dataclass
@@ -33,90 +135,136 @@ class RunConfig:
     """Everything that defines a run. Field names are the CLI flags (`--sync-interval` for `sync_interval`)."""
 
     # --- what to run ---
-    method: str = "sync"  # one of METHODS
-    shards: int = 2  # S: ranks holding one replica (shard group size)
-    replicas: int = 2  # R: sync group size
-    steps: int = 60  # inner optimizer steps (ignored with a time budget)
-    time_budget: float = 0.0  # seconds of wall clock to train for; every replica trains as many steps as fit (0: train `steps` steps)
-    seed: int = 0
-    out: str | None = None  # run directory; None -> runs/<method>-<time>
+    method: str = knob("sync", "the training method", section=S_RUN, choices=METHODS)
+    shards: int = knob(2, "S: ranks holding one replica (shard group size)", section=S_RUN, ge=1)
+    replicas: int = knob(2, "R: sync group size", section=S_RUN, ge=1)
+    steps: int = knob(60, "inner optimizer steps (ignored with a time budget)", section=S_RUN, ge=1)
+    time_budget: float = knob(0.0, "seconds of wall clock to train for; every replica trains as many steps as fit "
+                              "(0: train `steps` steps)", section=S_RUN, ge=0.0, finite=True)
+    seed: int = knob(0, "seed of the model's initialisation and of every batch", section=S_RUN, ge=0)
+    out: str | None = knob(None, "run directory (None: runs/<method>-<time>); one that already holds a run is "
+                           "refused unless overwritten (--overwrite)", section=S_RUN)
     # --- model and data ---
-    model: str = "tiny"  # a name of edit_lab.model.SIZES
-    seq_len: int = 64
-    batch_size: int = 8  # sequences per rank per step (a replica's batch is shards × batch_size)
-    data: str | None = None  # a text file; None -> Python's own reference docs (pydoc_data)
-    eval_every: int = 20  # steps between validation losses (0: only at the end; ignored with a time budget)
-    eval_every_s: float = 0.0  # seconds between timed validations of the agreed model (0: none)
-    eval_batches: int = 4
+    model: str = knob("tiny", "model size (edit_lab.model.SIZES)", section=S_DATA, choices=tuple(SIZES))
+    seq_len: int = knob(64, "tokens (bytes) per sequence, at most the model's max_seq_len", section=S_DATA, ge=1)
+    batch_size: int = knob(8, "sequences per rank per step (a replica's batch is shards × batch_size)",
+                           section=S_DATA, ge=1)
+    data: str | None = knob(None, "a text file; None: Python's own reference docs (pydoc_data)", section=S_DATA)
+    eval_every: int = knob(20, "steps between validation losses (0: only at the end; ignored with a time budget)",
+                           section=S_DATA, ge=0)
+    eval_every_s: float = knob(0.0, "seconds between timed validations of the agreed model (0: none)",
+                               section=S_DATA, ge=0.0, finite=True)
+    eval_batches: int = knob(4, "held-out batches per validation", section=S_DATA, ge=1)
     # --- inner optimizer ---
-    inner_optimizer: str = "adamw"
-    lr: float = 3e-3
-    weight_decay: float = 0.0
-    betas: tuple[float, float] = (0.9, 0.95)
-    grad_clip: float = 1.0  # 0 disables inner gradient clipping
+    inner_optimizer: str = knob("adamw", "the optimizer of every local step", section=S_INNER,
+                                choices=INNER_OPTIMIZERS)
+    lr: float = knob(3e-3, "inner learning rate", section=S_INNER, gt=0.0, finite=True)
+    weight_decay: float = knob(0.0, "inner weight decay", section=S_INNER, ge=0.0, finite=True)
+    betas: tuple[float, float] = knob((0.9, 0.95), "AdamW's betas, two numbers in [0, 1)", section=S_INNER)
+    grad_clip: float = knob(1.0, "largest norm of the inner gradient (0: no clipping)", section=S_INNER, ge=0.0)
     # --- local SGD family ---
-    warmup_steps: int = 10  # W: fully synchronous steps before local steps begin
-    sync_interval: int = 10  # tau: inner steps between syncs
-    outer_lr: float = 0.7  # outer optimizer of diloco, edit and aedit (co2 has its own: co2_outer_lr)
-    outer_momentum: float = 0.8  # its momentum, in [0, 1) (co2: co2_outer_momentum)
-    outer_nesterov: bool = True  # Nesterov (true) or heavy-ball (false) outer momentum; co2 is always heavy-ball
-    prefetch: bool = True  # overlap unit l+1's sync with unit l's compute
-    cpu_offload: bool = False  # keep anchor and outer momentum on the CPU between syncs
-    # --- pseudo-gradient penalty (edit / aedit) ---
-    penalty_anomaly: bool = True
-    penalty_weighting: bool = True
-    penalty_clip: bool = True
-    penalty_alpha: float = 0.3  # EWMA smoothing of the anomaly detector, in (0, 1)
-    penalty_arming: int = 4  # E, in syncs
-    penalty_threshold: float = 3.0  # delta
-    penalty_temperature: float = 1.0  # T
-    penalty_clip_norm: float = 10.0  # phi
-    penalty_bias_correction: bool = True  # mean and variance divided by 1-(1-alpha)^n, as Adam's (false: the reference)
-    penalty_readmit_after: int = 3  # K: a replica flagged K syncs in a row is re-admitted if its norm is in line with its unflagged peers' (or all are flagged); 0: never
-    penalty_min_rel_std: float = 0.15  # epsilon: the detector's sigma is never below epsilon times its mean, a noise floor (0: the reference)
-    penalty_weight_per_step: bool = True  # softmax weights from G times mean k over k: a longer round (A-EDiT's fast replica) is not down-weighted for its steps
-    penalty_per_step: bool = True  # the detector judges G/k, k = local steps in the round (false: G, as the reference)
-    # --- trouble on purpose (teaching the penalty) ---
-    corrupt_replica: int = -1  # replica fed corrupted data, -1 for none
-    corrupt_from_step: int = 0
-    corrupt_mode: str = "random"  # random bytes; shuffle (each row's own bytes permuted); corpus (the byte ramp 0,1,…,255,0,…)
-    spike_replica: int = -1  # replica whose parameters are scaled once, -1 for none
-    spike_step: int = 0
-    spike_scale: float = 10.0  # θ ← scale·θ after the optimizer step of spike_step (inf or nan: a non-finite replica)
-    spike_units: tuple[int, ...] = ()  # units scaled by the spike (0 root, 1.. blocks); empty: every unit
+    warmup_steps: int = knob(10, "W: fully synchronous steps before local steps begin", section=S_SCHEDULE, ge=0)
+    sync_interval: int = knob(10, "tau: inner steps between syncs", section=S_SCHEDULE, ge=1)
+    prefetch: bool = knob(True, "overlap unit l+1's sync with unit l's compute", section=S_SCHEDULE)
+    cpu_offload: bool = knob(False, "keep anchor and outer momentum on the CPU between syncs", section=S_SCHEDULE)
+    # --- outer optimizers ---
+    outer_lr: float = knob(0.7, "outer learning rate of diloco, edit and aedit (co2 has its own: co2_outer_lr)",
+                           section=S_OUTER, gt=0.0, finite=True)
+    outer_momentum: float = knob(0.8, "its momentum (co2: co2_outer_momentum)", section=S_OUTER, ge=0.0, lt=1.0)
+    outer_nesterov: bool = knob(True, "Nesterov (true) or heavy-ball (false) outer momentum; co2 is always "
+                                "heavy-ball", section=S_OUTER)
+    co2_outer_lr: float = knob(1.0, "CO2's outer learning rate (the authors' default 1.0)", section=S_OUTER,
+                               gt=0.0, finite=True)
+    co2_outer_momentum: float = knob(0.5, "CO2's heavy-ball outer momentum μ (the authors' default 0.5)",
+                                     section=S_OUTER, ge=0.0, lt=1.0)
+    co2_staleness_penalty: float = knob(1.0, "λ: the one-round-stale mean pseudo-gradient enters the outer momentum "
+                                        "divided by λ (1: no penalty, the authors' default)", section=S_OUTER,
+                                        gt=0.0, finite=True)
+    co2_momentum_clip: float = knob(0.0, "c: clamp every outer-momentum value to [−c, c] before the anchor moves "
+                                    "(0: off, the authors' default)", section=S_OUTER, ge=0.0, finite=True)
+    # --- pseudo-gradient penalty (edit / aedit); the detector's own check is the one definition of the bounds ---
+    penalty_anomaly: bool = knob(True, "anomaly elimination: a flagged replica's pseudo-gradient is left out",
+                                 section=S_PENALTY, checked_by="penalty")
+    penalty_weighting: bool = knob(True, "weighted averaging: softmax weights from the pseudo-gradient norms",
+                                   section=S_PENALTY, checked_by="penalty")
+    penalty_clip: bool = knob(True, "gradient clip of the aggregated pseudo-gradient at phi", section=S_PENALTY,
+                              checked_by="penalty")
+    penalty_alpha: float = knob(0.3, "alpha: EWMA smoothing of the anomaly detector, in (0, 1)", section=S_PENALTY,
+                                checked_by="penalty")
+    penalty_arming: int = knob(4, "E: syncs of history before the detector may flag, >= 1", section=S_PENALTY,
+                               checked_by="penalty")
+    penalty_threshold: float = knob(3.0, "delta: flag a norm this many standard deviations above the mean, finite "
+                                    "> 0", section=S_PENALTY, checked_by="penalty")
+    penalty_temperature: float = knob(1.0, "T of the softmax weights, > 0 (inf: equal weights)", section=S_PENALTY,
+                                      checked_by="penalty")
+    penalty_clip_norm: float = knob(10.0, "phi: the largest norm of the aggregated pseudo-gradient, > 0 (inf: no "
+                                    "clip)", section=S_PENALTY, checked_by="penalty")
+    penalty_bias_correction: bool = knob(True, "mean and variance divided by 1-(1-alpha)^n, as Adam's (false: the "
+                                         "reference)", section=S_PENALTY, checked_by="penalty")
+    penalty_readmit_after: int = knob(3, "K: a replica flagged K syncs in a row is re-admitted if its norm is in line "
+                                      "with its unflagged peers' (or all are flagged); 0: never", section=S_PENALTY,
+                                      checked_by="penalty")
+    penalty_min_rel_std: float = knob(0.15, "epsilon: the detector's sigma is never below epsilon times its mean, a "
+                                      "noise floor (0: the reference)", section=S_PENALTY, checked_by="penalty")
+    penalty_weight_per_step: bool = knob(True, "softmax weights from G times mean k over k: a longer round (A-EDiT's "
+                                         "fast replica) is not down-weighted for its steps", section=S_PENALTY,
+                                         checked_by="penalty")
+    penalty_per_step: bool = knob(True, "the detector judges G/k, k = local steps in the round (false: G, as the "
+                                  "reference)", section=S_PENALTY, checked_by="penalty")
     # --- A-EDiT ---
-    sync_period: float = 1.0  # T_sync, seconds of wall clock between syncs
-    min_sync_steps: int = 1  # N_min: fewer steps in a round over the sync group -> no sync, timers restart
-    step_weighting: bool = True  # A-EDiT: mix each replica's share of the round's steps into its weight (on: measured, benchmarks/aedit_loss.py)
-    step_weight_mix: float = 0.5  # rho
-    # --- CO2: its own outer optimizer, heavy-ball, with its authors' defaults (edit-method.md §9) ---
-    co2_outer_lr: float = 1.0  # CO2's outer learning rate (the authors' default 1.0)
-    co2_outer_momentum: float = 0.5  # CO2's heavy-ball outer momentum μ, in [0, 1) (the authors' default 0.5)
-    co2_staleness_penalty: float = 1.0  # λ > 0: the one-round-stale mean pseudo-gradient enters the outer momentum divided by λ (1: no penalty, the authors' default)
-    co2_momentum_clip: float = 0.0  # c: clamp every outer-momentum value to [−c, c] before the anchor moves (0: off, the authors' default)
+    sync_period: float = knob(1.0, "T_sync, seconds of wall clock between syncs (aedit: at most timeout_s/2)",
+                              section=S_AEDIT, gt=0.0, finite=True)
+    min_sync_steps: int = knob(1, "N_min: fewer steps in a round over the sync group -> no sync, timers restart",
+                               section=S_AEDIT, ge=1)
+    step_weighting: bool = knob(True, "mix each replica's share of the round's steps into its weight (on: measured, "
+                                "benchmarks/aedit_loss.py)", section=S_AEDIT)
+    step_weight_mix: float = knob(0.5, "rho: how much of the weight is the step share", section=S_AEDIT,
+                                  ge=0.0, le=1.0)
     # --- stragglers and the simulated sync link ---
-    straggler_replicas: tuple[int, ...] = ()  # consistent stragglers
-    straggler_factor: float = 1.0  # their steps take k× as long
-    random_pause_prob: float = 0.0  # each step, each replica pauses with this probability
-    random_pause_ms: float = 0.0
-    link_latency_ms: float = 0.0  # simulated sync-group link; 0 and bandwidth 0 -> no simulation
-    link_bandwidth_mbps: float = 0.0  # megabytes per second; 0 -> unlimited
+    straggler_replicas: tuple[int, ...] = knob((), "consistent stragglers: replica indices", section=S_LINK)
+    straggler_factor: float = knob(1.0, "their steps take k× as long", section=S_LINK, ge=1.0, finite=True)
+    random_pause_prob: float = knob(0.0, "each step, each replica pauses with this probability", section=S_LINK,
+                                    ge=0.0, le=1.0)
+    random_pause_ms: float = knob(0.0, "length of such a pause, in milliseconds", section=S_LINK, ge=0.0,
+                                  finite=True)
+    link_latency_ms: float = knob(0.0, "latency of the simulated sync-group link, in milliseconds (0 and bandwidth "
+                                  "0: no simulation)", section=S_LINK, ge=0.0, finite=True)
+    link_bandwidth_mb_s: float = knob(0.0, "bandwidth of the simulated sync-group link, in megabytes per second "
+                                      "(0: unlimited)", section=S_LINK, ge=0.0)
+    # --- trouble on purpose (teaching the penalty) ---
+    corrupt_replica: int = knob(-1, "replica fed corrupted data, -1 for none", section=S_TROUBLE)
+    corrupt_from_step: int = knob(0, "first step of corrupted data", section=S_TROUBLE, ge=0)
+    corrupt_mode: str = knob("random", "random bytes; shuffle (each row's own bytes permuted); corpus (the byte "
+                             "ramp 0,1,…,255,0,…)", section=S_TROUBLE, choices=CORRUPT_MODES)
+    spike_replica: int = knob(-1, "replica whose parameters are scaled once, -1 for none", section=S_TROUBLE)
+    spike_step: int = knob(0, "step after whose optimizer step the spike happens", section=S_TROUBLE, ge=0)
+    spike_scale: float = knob(10.0, "θ ← scale·θ (inf or nan: a non-finite replica)", section=S_TROUBLE,
+                              nan_ok=True)
+    spike_units: tuple[int, ...] = knob((), "units scaled by the spike (0 root, 1.. blocks); empty: every unit",
+                                        section=S_TROUBLE)
+    fault_rank: int = knob(-1, "rank that fails on purpose, -1 for none", section=S_TROUBLE)
+    fault_step: int = knob(0, "step at whose start (after whose forward, for nan) it fails", section=S_TROUBLE, ge=0)
+    fault_kind: str = knob("raise", "raise, kill (SIGKILL itself), hang (peers hit timeout_s) or nan (its loss)",
+                           section=S_TROUBLE, choices=FAULT_KINDS)
     # --- processes and devices ---
-    backend: str = "auto"
-    device: str = "auto"
-    threads: int = 1  # torch threads per worker
-    bf16: bool = False  # autocast compute to bfloat16 (GPUs); parameters and collectives stay float32
-    reshard_after_forward: bool = True  # as FSDP: free a block's gathered params after its forward, all-gather again in the backward
-    timeout_s: float = 45.0  # a collective that waits longer ends the run (so a hung rank is found within a minute)
+    backend: str = knob("auto", "collectives' backend (auto: nccl when every rank has a GPU of its own)",
+                        section=S_SYSTEM, choices=BACKENDS)
+    device: str = knob("auto", "where the ranks compute (auto: cuda when visible)", section=S_SYSTEM,
+                       choices=DEVICES)
+    threads: int = knob(1, "torch threads per worker", section=S_SYSTEM, ge=1)
+    bf16: bool = knob(False, "autocast compute to bfloat16 (GPUs); parameters and collectives stay float32",
+                      section=S_SYSTEM)
+    reshard_after_forward: bool = knob(True, "as FSDP: free a block's gathered params after its forward, all-gather "
+                                       "again in the backward", section=S_SYSTEM)
+    timeout_s: float = knob(45.0, "a collective that waits longer ends the run (so a hung rank is found within a "
+                            "minute)", section=S_SYSTEM, gt=0.0, finite=True)
+    progress: bool = knob(True, "show a progress bar while the run trains", section=S_SYSTEM)
     # --- checkpoints ---
-    checkpoint_every: int = 0  # in syncs; 0 disables
-    resume: str | None = None
-    checksums: bool = False  # record a CRC of θ and of the anchor per unit after every sync (for tests)
-    # --- faults on purpose (teaching and testing failure handling) ---
-    fault_rank: int = -1  # rank that fails on purpose, -1 for none
-    fault_step: int = 0  # step at whose start (after whose forward, for nan) it fails
-    fault_kind: str = "raise"  # raise, kill (SIGKILL itself), hang (peers hit timeout_s) or nan (its loss)
-    progress: bool = True
+    checkpoint_every: int = knob(0, "in syncs; 0 disables", section=S_CHECKPOINT, ge=0)
+    resume: str | None = knob(None, "a run or checkpoint directory to resume from (into a new --out)",
+                              section=S_CHECKPOINT)
+    checksums: bool = knob(False, "record a CRC of θ and of the anchor per unit after every sync (for tests)",
+                           section=S_CHECKPOINT)
 
     # ------------------------------------------------------------------
     @property
@@ -128,7 +276,7 @@ class RunConfig:
         return (int(self.time_budget), "s") if self.time_budget else (self.steps, "step")
 
     def replace(self, **changes: Any) -> "RunConfig":
-        return dataclasses.replace(self, **changes)
+        return dataclasses.replace(self, **_renamed(changes))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -138,11 +286,11 @@ class RunConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunConfig":
-        known = {f.name: f for f in fields(cls)}
-        unknown = sorted(set(d) - set(known))
+        """A config from a dict such as a config.json; old field names (`RENAMED`) are read as the new ones."""
+        d = _renamed(d)
+        unknown = sorted(set(d) - {f.name for f in fields(cls)})
         if unknown:
             raise ConfigError(f"unknown config field(s): {', '.join(unknown)}")
-        d = dict(d)
         for tuple_field in ("betas", "straggler_replicas", "spike_units"):
             if tuple_field in d and d[tuple_field] is not None:
                 d[tuple_field] = tuple(d[tuple_field])
@@ -156,110 +304,54 @@ class RunConfig:
     def validate(self, world_size: int | None = None) -> "RunConfig":
         """Raise ConfigError naming the first bad field; return self so calls chain.
 
+        First every field's declared type and bounds (`knob`), then the rules that join fields.
         `world_size` is the process count imposed from outside (torchrun's WORLD_SIZE), if any.
         """
-        from .model import SIZES  # late import: config must stay importable without torch
 
         def bad(name: str, allowed: str) -> None:
             raise ConfigError(f"{name}={getattr(self, name)!r} is not allowed: {allowed}")
 
-        def choice(name: str, allowed: tuple[str, ...]) -> None:
-            if getattr(self, name) not in allowed:
-                bad(name, "one of " + ", ".join(allowed))
+        hints = _hints()
+        for f in fields(self):
+            k = knob_of(f)
+            if k.checked_by is None and not k.admits(getattr(self, f.name), hints[f.name]):
+                bad(f.name, k.allowed(hints[f.name]))
 
-        def at_least(name: str, lo: float) -> None:
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < lo:
-                bad(name, f"a number >= {lo}")
-
-        choice("method", METHODS)
-        choice("inner_optimizer", INNER_OPTIMIZERS)
-        choice("backend", BACKENDS)
-        choice("device", DEVICES)
-        choice("corrupt_mode", CORRUPT_MODES)
-        if not isinstance(self.reshard_after_forward, bool):
-            bad("reshard_after_forward", "true or false")
-        if self.model not in SIZES:
-            bad("model", "one of " + ", ".join(SIZES))
-        for name in ("shards", "replicas", "steps", "seq_len", "batch_size", "sync_interval", "threads",
-                     "eval_batches", "min_sync_steps"):
-            at_least(name, 1)
-        for name in ("warmup_steps", "eval_every", "checkpoint_every", "seed", "corrupt_from_step", "spike_step"):
-            at_least(name, 0)
-        for name in ("weight_decay", "grad_clip", "outer_momentum", "link_latency_ms", "link_bandwidth_mbps",
-                     "random_pause_ms", "time_budget", "eval_every_s"):
-            at_least(name, 0.0)
-        for name in ("lr", "outer_lr", "sync_period", "timeout_s"):
-            at_least(name, 0.0)
-            if getattr(self, name) <= 0:
-                bad(name, "a number > 0")
-        at_least("straggler_factor", 1.0)
         from .penalty import PenaltyConfig, PenaltyValueError
 
         try:  # the detector's own check, so that the config refuses exactly what the detector would
             PenaltyConfig.of(self).validate()
         except PenaltyValueError as e:
             bad("penalty_" + e.field, e.allowed)
-        if not 0.0 <= self.random_pause_prob <= 1.0:
-            bad("random_pause_prob", "a probability in [0, 1]")
-        if not 0.0 <= self.step_weight_mix <= 1.0:
-            bad("step_weight_mix", "a number in [0, 1]")
-        if self.outer_momentum >= 1.0:
-            bad("outer_momentum", "a number in [0, 1)")
-        # CO2's outer optimizer (methods/co2.py `CO2Outer`): finite, and λ divides, so it must be > 0
-        for name, ok, allowed in (
-                ("co2_outer_lr", lambda v: 0.0 < v < math.inf, "a finite number > 0"),
-                ("co2_outer_momentum", lambda v: 0.0 <= v < 1.0, "a number in [0, 1)"),
-                ("co2_staleness_penalty", lambda v: 0.0 < v < math.inf, "a finite number > 0 (1: no penalty)"),
-                ("co2_momentum_clip", lambda v: 0.0 <= v < math.inf, "0 (off) or a finite number > 0")):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):
-                bad(name, allowed)
-        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+        if len(self.betas) != 2 or not all(_is_number(b) and 0.0 <= b < 1.0 for b in self.betas):
             bad("betas", "two numbers in [0, 1)")
-        from .model import get_size
-
-        if self.seq_len > get_size(self.model).max_seq_len:
-            bad("seq_len", f"at most {get_size(self.model).max_seq_len} for model {self.model!r}")
+        size = SIZES[self.model]
+        if self.seq_len > size.max_seq_len:
+            bad("seq_len", f"at most {size.max_seq_len} for model {self.model!r}")
         for name in ("corrupt_replica", "spike_replica"):
             v = getattr(self, name)
-            if not -1 <= v < self.replicas:
+            if isinstance(v, bool) or not isinstance(v, int) or not -1 <= v < self.replicas:
                 bad(name, f"-1 (none) or a replica index in 0..{self.replicas - 1}")
-        n_units = 1 + get_size(self.model).n_layers
+        if isinstance(self.fault_rank, bool) or not isinstance(self.fault_rank, int) or not (
+                -1 <= self.fault_rank < self.world_size):
+            bad("fault_rank", f"-1 (none) or a rank in 0..{self.world_size - 1}")
+        if not all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r < self.replicas
+                   for r in self.straggler_replicas):
+            bad("straggler_replicas", f"replica indices in 0..{self.replicas - 1}")
+        n_units = 1 + size.n_layers
         if len(set(self.spike_units)) != len(self.spike_units) or not all(
-                isinstance(u, int) and 0 <= u < n_units for u in self.spike_units):
+                isinstance(u, int) and not isinstance(u, bool) and 0 <= u < n_units for u in self.spike_units):
             bad("spike_units", f"distinct unit indices in 0..{n_units - 1} (0 is the root unit), or () for all")
-        if self.spike_replica >= 0 and self.method in LOCAL_METHODS and self.spike_step < self.warmup_steps:
-            # the anchors are created from each replica's own θ at step W: a spike before that would give
-            # the replicas different anchors, and no sync could ever bring them together again
-            bad("spike_step", f"a step >= warmup_steps={self.warmup_steps} (after warm-up) for method {self.method!r}")
-        for r in self.straggler_replicas:
-            if not 0 <= r < self.replicas:
-                bad("straggler_replicas", f"replica indices in 0..{self.replicas - 1}")
-        if self.device == "cuda" or self.backend == "nccl":
-            import torch
-
-            if not torch.cuda.is_available():
-                name = "device" if self.device == "cuda" else "backend"
-                bad(name, "auto or cpu/gloo here: no CUDA device is visible on this machine")
         if self.backend == "nccl" and self.device == "cpu":
             bad("backend", "gloo or auto with device='cpu' (NCCL moves only GPU tensors)")
-        if self.data is not None and not Path(self.data).is_file():
-            bad("data", "a readable text file (or None for the default corpus)")
-        if self.checkpoint_every and self.method == "co2":
-            bad("checkpoint_every", "0 with method co2: the mean of CO2's last round is always in flight (it "
-                "lands at the next boundary), so there is no moment where the whole state is in hand to checkpoint")
+        if self.data is not None:
+            from .data import check_corpus_file
+
+            problem = check_corpus_file(self.data, self.seq_len)
+            if problem:
+                bad("data", problem)
         if self.resume is not None and not Path(self.resume).is_dir():
             bad("resume", "an existing run or checkpoint directory")
-        choice("fault_kind", FAULT_KINDS)
-        if not -1 <= self.fault_rank < self.world_size:
-            bad("fault_rank", f"-1 (none) or a rank in 0..{self.world_size - 1}")
-        at_least("fault_step", 0)
-        if self.method == "aedit" and self.sync_period > self.timeout_s / 2:
-            # a replica that has finished waits in a meeting until the others' timers expire: up to one
-            # period plus a step, which must fit in the collective timeout with room to spare
-            bad("sync_period", f"at most timeout_s/2 = {self.timeout_s / 2:g} s (raise timeout_s for longer "
-                "A-EDiT periods): a finished replica waits up to one period in a meeting")
         if self.time_budget and self.resume is not None:
             bad("time_budget", "0 when resuming: a resumed run trains up to `steps`")
         if self.fault_rank >= 0 and not self.time_budget and self.fault_step >= self.steps:
@@ -269,18 +361,69 @@ class RunConfig:
                 f"shards×replicas={self.shards}×{self.replicas}={self.world_size} does not match the "
                 f"launcher's world size {world_size}: set --shards/--replicas so that their product is {world_size}"
             )
+        # The rules below read the method's capabilities (class attributes of its Method class), whose
+        # module loads torch: each asks only once its own condition on plain fields holds.
+        def caps() -> Any:
+            from .methods import capabilities
+
+            return capabilities(self.method)
+
+        if self.spike_replica >= 0 and self.spike_step < self.warmup_steps and caps().is_local_sgd:
+            # the anchors are created from each replica's own θ at step W: a spike before that would give
+            # the replicas different anchors, and no sync could ever bring them together again
+            bad("spike_step", f"a step >= warmup_steps={self.warmup_steps} (after warm-up) for method {self.method!r}")
+        if self.checkpoint_every and not caps().checkpointable:
+            bad("checkpoint_every", "0 with method co2: the mean of CO2's last round is always in flight (it "
+                "lands at the next boundary), so there is no moment where the whole state is in hand to checkpoint")
+        if self.sync_period > self.timeout_s / 2 and caps().time_triggered:
+            # a replica that has finished waits in a meeting until the others' timers expire: up to one
+            # period plus a step, which must fit in the collective timeout with room to spare
+            bad("sync_period", f"at most timeout_s/2 = {self.timeout_s / 2:g} s (raise timeout_s for longer "
+                "A-EDiT periods): a finished replica waits up to one period in a meeting")
+        if self.device == "cuda" or self.backend == "nccl":
+            import torch
+
+            if not torch.cuda.is_available():
+                name = "device" if self.device == "cuda" else "backend"
+                bad(name, "auto or cpu/gloo here: no CUDA device is visible on this machine")
         return self
 
 
-def field_help() -> dict[str, str]:
-    """The trailing comment of each field, used as CLI help so docs and code never drift apart."""
-    import inspect
-    import re
+def _is_number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float)) and not math.isnan(v)
 
-    src = inspect.getsource(RunConfig)
-    out: dict[str, str] = {}
-    for line in src.splitlines():
-        m = re.match(r"\s+(\w+): [^=]+= .*?#\s*(.*)$", line)
-        if m:
-            out[m.group(1)] = m.group(2)
-    return out
+
+def _renamed(d: dict[str, Any]) -> dict[str, Any]:
+    """`d` with old field names (`RENAMED`) replaced by the new ones; both at once is refused."""
+    d = dict(d)
+    for old, new in RENAMED.items():
+        if old in d:
+            if new in d:
+                raise ConfigError(f"{old} and {new} are the same field ({old} is its old name): give only {new}")
+            d[new] = d.pop(old)
+    return d
+
+
+def knob_of(f: dataclasses.Field) -> Knob:
+    """The `Knob` a RunConfig field was declared with."""
+    return f.metadata["knob"]
+
+
+@functools.cache
+def _hints() -> dict[str, Any]:
+    return typing.get_type_hints(RunConfig)
+
+
+def field_hint(name: str) -> Any:
+    """The resolved type of field `name` (`int`, `float`, `str | None`, `tuple[int, ...]`…)."""
+    return _hints()[name]
+
+
+def knobs() -> dict[str, Knob]:
+    """Field name -> its declaration, in field order."""
+    return {f.name: knob_of(f) for f in fields(RunConfig)}
+
+
+def field_help() -> dict[str, str]:
+    """Each field's help text (the CLI's `--help` and the docs show it)."""
+    return {name: k.help for name, k in knobs().items()}

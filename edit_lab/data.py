@@ -10,17 +10,30 @@ Why stateless: every batch is a pure function of ``(seed, replica, shard, step)`
 
 The default corpus is the text of Python's own reference documentation shipped with every Python
 (``pydoc_data.topics``, about 0.47 MB), so the lab runs offline and on Binder.
+
+torch is imported inside the functions that build tensors, not at the top: `RunConfig.validate`
+checks a corpus file with :func:`check_corpus_file` (how many bytes each split gets, by
+:func:`split_sizes`), and the command line refuses a bad file in a fraction of a second only if
+that path never loads torch.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-from torch import Tensor
+if TYPE_CHECKING:
+    import torch
+    from torch import Tensor
 
 _MASK64 = (1 << 64) - 1
+
+VAL_FRACTION = 0.05
+"""Share of the corpus held out for validation (every 20th chunk)."""
+
+CHUNK = 1024
+"""Bytes per chunk of the interleaved train/validation split."""
 
 CORRUPT_MODES = ("random", "shuffle", "corpus")
 """Ways :func:`corrupt_batch` can spoil a batch, to provoke the EDiT penalty."""
@@ -64,6 +77,78 @@ def mix_seed(*parts: int) -> int:
     return h >> 1
 
 
+def held_out_every(val_fraction: float = VAL_FRACTION) -> int:
+    """k: every k-th chunk is held out for validation (k = round(1/val_fraction), at least 2)."""
+    if not 0.0 < val_fraction <= 0.5:
+        raise ValueError(f"val_fraction must be in (0, 0.5], got {val_fraction}")
+    return max(2, round(1.0 / val_fraction))
+
+
+def split_sizes(n_bytes: int, val_fraction: float = VAL_FRACTION, chunk: int = CHUNK) -> tuple[int, int] | None:
+    """Bytes in the train and validation splits of an ``n_bytes`` corpus, as :meth:`Corpus.from_bytes`
+    cuts it, without reading it; None when it is too small for the split (fewer than k chunks)."""
+    if chunk <= 0:
+        raise ValueError(f"chunk must be positive, got {chunk}")
+    k = held_out_every(val_fraction)
+    n_chunks = -(-n_bytes // chunk)
+    if n_chunks < k:
+        return None
+    val = (n_chunks // k) * chunk
+    if n_chunks % k == 0:  # the last chunk is held out, and may be short
+        val -= n_chunks * chunk - n_bytes
+    return n_bytes - val, val
+
+
+def _fits(n_bytes: int, seq_len: int, val_fraction: float, chunk: int) -> bool:
+    sizes = split_sizes(n_bytes, val_fraction, chunk)
+    return sizes is not None and min(sizes) > seq_len
+
+
+def corpus_problem(n_bytes: int, seq_len: int, val_fraction: float = VAL_FRACTION, chunk: int = CHUNK) -> str | None:
+    """Why a corpus of ``n_bytes`` cannot feed windows of ``seq_len`` + 1 bytes, or None if it can.
+
+    Both splits must hold a window: training batches are drawn from the train split, validation
+    batches from the held-out one. Windows start at random offsets drawn *with* replacement, so the
+    batch size and the number of batches need no more bytes than one window.
+    """
+    if _fits(n_bytes, seq_len, val_fraction, chunk):
+        return None
+    lo, hi = 1, 1
+    while not _fits(hi, seq_len, val_fraction, chunk):
+        hi *= 2
+    while lo < hi:  # both splits only grow with the corpus: the smallest size that fits
+        mid = (lo + hi) // 2
+        lo, hi = (mid + 1, hi) if not _fits(mid, seq_len, val_fraction, chunk) else (lo, mid)
+    k = held_out_every(val_fraction)
+    sizes = split_sizes(n_bytes, val_fraction, chunk)
+    split = (f"train {sizes[0]} and validation {sizes[1]} bytes" if sizes is not None
+             else f"fewer than {k} chunks of {chunk} bytes")
+    return (f"a corpus of at least {lo} bytes for seq_len={seq_len} (this one has {n_bytes}: {split}; one "
+            f"{chunk}-byte chunk in {k} is held out, and each split must hold a window of seq_len + 1 bytes)")
+
+
+def check_corpus_file(path: str | os.PathLike[str], seq_len: int) -> str | None:
+    """Why the file at ``path`` cannot be the training corpus at ``seq_len``, or None if it can.
+
+    Cheap (a stat and a one-byte read, never the whole file), so `RunConfig.validate` refuses a
+    missing, unreadable, empty or too small file before any worker starts and fails on it.
+    """
+    what = "a readable text file (or None for the default corpus)"
+    if not os.path.exists(path):
+        return f"{what}: there is no such file"
+    if not os.path.isfile(path):
+        return f"{what}: this is not a regular file"
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+        n = os.path.getsize(path)
+    except OSError as e:
+        return f"{what}: it cannot be read ({e.strerror or e})"
+    if n == 0:
+        return f"{what}: this one is empty"
+    return corpus_problem(n, seq_len)
+
+
 @dataclass
 class Corpus:
     """Train and held-out bytes as uint8 1-D tensors."""
@@ -72,7 +157,7 @@ class Corpus:
     val: Tensor
 
     @classmethod
-    def from_bytes(cls, data: bytes, val_fraction: float = 0.05, chunk: int = 1024) -> "Corpus":
+    def from_bytes(cls, data: bytes, val_fraction: float = VAL_FRACTION, chunk: int = CHUNK) -> "Corpus":
         """Split ``data`` into chunks of ``chunk`` bytes; every k-th chunk (k = round(1/val_fraction))
         goes to val, the rest to train.
 
@@ -80,37 +165,34 @@ class Corpus:
         the validation loss measures the same distribution the replicas train on. Chunk ``i`` is
         held out when ``i % k == k - 1``; no byte is in both splits.
         """
-        if not 0.0 < val_fraction <= 0.5:
-            raise ValueError(f"val_fraction must be in (0, 0.5], got {val_fraction}")
-        if chunk <= 0:
-            raise ValueError(f"chunk must be positive, got {chunk}")
-        k = max(2, round(1.0 / val_fraction))
-        all_bytes = torch.frombuffer(bytearray(data), dtype=torch.uint8)
-        n_chunks = -(-len(all_bytes) // chunk)
-        chunk_id = torch.arange(len(all_bytes)) // chunk
-        is_val = (chunk_id % k) == (k - 1)
-        if n_chunks < k:
-            raise ValueError(f"corpus of {len(data)} bytes is too small for a {chunk}-byte chunk split with val_fraction {val_fraction}: need at least {k * chunk} bytes")
-        return cls(train=all_bytes[~is_val].clone(), val=all_bytes[is_val].clone())
+        import torch
 
-    @classmethod
-    def default(cls) -> "Corpus":
-        """The built-in Python docs corpus with the default split."""
-        return cls.from_bytes(load_corpus())
+        k = held_out_every(val_fraction)
+        if split_sizes(len(data), val_fraction, chunk) is None:
+            raise ValueError(f"corpus of {len(data)} bytes is too small for a {chunk}-byte chunk split with "
+                             f"val_fraction {val_fraction}: need more than {(k - 1) * chunk} bytes")
+        all_bytes = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+        chunk_id = torch.arange(len(all_bytes), device="cpu") // chunk
+        is_val = (chunk_id % k) == (k - 1)
+        return cls(train=all_bytes[~is_val].clone(), val=all_bytes[is_val].clone())
 
 
 def _windows(data: Tensor, offsets: Tensor, seq_len: int) -> tuple[Tensor, Tensor]:
     """Cut windows of ``seq_len + 1`` bytes at ``offsets``; return inputs and next-byte targets."""
-    idx = offsets.view(-1, 1) + torch.arange(seq_len + 1)
+    import torch
+
+    idx = offsets.view(-1, 1) + torch.arange(seq_len + 1, device=data.device)
     w = data[idx].long()
     return w[:, :-1].contiguous(), w[:, 1:].contiguous()
 
 
 def _random_offsets(data: Tensor, n: int, seq_len: int, gen: torch.Generator, what: str) -> Tensor:
+    import torch
+
     high = len(data) - seq_len  # last valid start + 1, so a window of seq_len + 1 bytes fits
     if high <= 0:
         raise ValueError(f"{what} split has {len(data)} bytes, too few for windows of seq_len {seq_len} + 1")
-    return torch.randint(0, high, (n,), generator=gen)
+    return torch.randint(0, high, (n,), generator=gen, device=gen.device)
 
 
 def _check_shape(batch_size: int, seq_len: int) -> None:
@@ -126,6 +208,8 @@ def train_batch(
     Windows start at random offsets drawn by a generator seeded with
     ``mix_seed(seed, replica, shard, step)``; ``y`` is ``x`` shifted left by one byte.
     """
+    import torch
+
     _check_shape(batch_size, seq_len)
     gen = torch.Generator(device="cpu").manual_seed(mix_seed(seed, replica, shard, step))
     offsets = _random_offsets(corpus.train, batch_size, seq_len, gen, "train")
@@ -140,6 +224,8 @@ def val_batches(
     Identical on every rank, so every replica evaluates the anchor on the same bytes and the
     validation curves of different runs are comparable.
     """
+    import torch
+
     _check_shape(batch_size, seq_len)
     if n_batches < 0:
         raise ValueError(f"n_batches must be >= 0, got {n_batches}")
@@ -161,16 +247,18 @@ def corrupt_batch(
 
     ``gen`` is a CPU generator; results land on ``x``'s device as int64.
     """
+    import torch
+
     if mode not in CORRUPT_MODES:
         raise ValueError(f"unknown corrupt mode {mode!r}; allowed: {', '.join(CORRUPT_MODES)}")
     if x.shape != y.shape or x.dim() != 2:
         raise ValueError(f"x and y must both be [B, T], got {tuple(x.shape)} and {tuple(y.shape)}")
     B, T = x.shape
     if mode == "random":
-        w = torch.randint(0, 256, (B, T + 1), generator=gen)
+        w = torch.randint(0, 256, (B, T + 1), generator=gen, device=gen.device)
     elif mode == "shuffle":
         seq = torch.cat((x[:, :1], y), dim=1).cpu()  # the T + 1 bytes the batch was cut from
-        perm = torch.argsort(torch.rand(B, T + 1, generator=gen), dim=1)
+        perm = torch.argsort(torch.rand(B, T + 1, generator=gen, device=gen.device), dim=1)
         w = torch.gather(seq, 1, perm)
     else:
         if other is None:
@@ -183,4 +271,6 @@ def corrupt_batch(
 
 def decode(tokens: Tensor) -> str:
     """Bytes back to text (invalid UTF-8 replaced), to show samples and batches in notebooks."""
+    import torch
+
     return bytes(tokens.reshape(-1).to(torch.uint8).tolist()).decode("utf-8", errors="replace")

@@ -11,7 +11,7 @@ import json
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 
 class Clock:
@@ -142,6 +142,30 @@ class EventLog:
         with open(path, "w") as f:
             for ev in self.events:
                 f.write(json.dumps(ev) + "\n")
+
+
+# ------------------------------------------------------------------------------ what an event is
+#: Groups whose collectives cross replicas: waiting on one is a replica waiting on the others.
+CROSS_REPLICA_GROUPS = frozenset({"sync", "world"})
+
+
+def is_comm(kind: str, group: str | None) -> bool:
+    """True for a collective (it has a group); a `wait` is the rank blocked on one, not a collective.
+
+    The one test of "is this event communication" for every table, figure, trace and summary.
+    """
+    return group is not None and kind != "wait"
+
+
+def is_cross_replica(ev: dict[str, Any]) -> bool:
+    """A collective over the sync group (or the whole world): the traffic that crosses the slow network."""
+    return ev.get("group") in CROSS_REPLICA_GROUPS and is_comm(ev["kind"], ev.get("group"))
+
+
+def sync_group_bytes(events: Iterable[dict[str, Any]], rank: int = 0) -> int:
+    """Bytes `rank` sent through sync-group collectives: what crossed the slow network."""
+    return sum(int(e.get("bytes") or 0) for e in events
+               if e["rank"] == rank and e.get("group") == "sync" and is_comm(e["kind"], e.get("group")))
 
 
 def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:

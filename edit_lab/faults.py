@@ -33,7 +33,6 @@ if TYPE_CHECKING:
     from .config import RunConfig
 
 __all__ = ["FAULT_KINDS", "InjectedFault", "check_finite", "inject", "maybe_poison_loss"]
-PENALTY_METHODS = ("edit", "aedit")  # methods whose penalty can exclude a replica with a non-finite loss
 
 
 class InjectedFault(RuntimeError):
@@ -82,7 +81,9 @@ def check_finite(cfg: "RunConfig", rank: int, step: int, loss: "torch.Tensor") -
     with ``penalty_anomaly`` on treat that replica's pseudo-gradient as an anomaly and drop it, so the
     run is allowed to continue there.
     """
-    if cfg.method in PENALTY_METHODS and cfg.penalty_anomaly:
+    from .methods import capabilities  # here, not at the top: the worker has imported it already
+
+    if capabilities(cfg.method).has_penalty and cfg.penalty_anomaly:  # it can exclude the replica
         return
     value = float(loss.detach())
     if not math.isfinite(value):

@@ -9,6 +9,10 @@ once never share a port. If a rank fails, every other rank is ended within secon
 raised here names the rank that caused it (not a peer that merely lost it: see `_first_failure`)
 and carries its traceback. Workers also ask the kernel to kill them if
 the launcher itself dies, so a restarted notebook leaves no orphans.
+
+No run is lost to another: a run directory that already holds a run is refused unless the caller
+asks to overwrite it, and the launcher holds the directory's lock while its run goes (`outdir`).
+torch is imported only once the configuration and the directory are accepted, so a refusal is quick.
 """
 
 from __future__ import annotations
@@ -23,13 +27,9 @@ import warnings
 from datetime import datetime
 from pathlib import Path
 
-import torch.distributed as dist
-
-from .checkpoint import prepare_resume
-from .config import RunConfig
+from . import outdir, rundir
+from .config import ConfigError, RunConfig
 from .run import Run
-
-_OWN_FILES = ("progress", "summary.json", "metrics.jsonl", "trace.json", "model.pt", "penalty.jsonl", "syncs.jsonl")
 
 
 class WorkerError(RuntimeError):
@@ -43,16 +43,6 @@ class WorkerError(RuntimeError):
 def default_out(cfg: RunConfig) -> Path:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("runs") / f"{cfg.method}-{cfg.shards}x{cfg.replicas}-{stamp}-{os.getpid()}-{time.monotonic_ns() % 10**6}"
-
-
-def prepare_out(cfg: RunConfig) -> Path:
-    out = Path(cfg.out) if cfg.out else default_out(cfg)
-    out.mkdir(parents=True, exist_ok=True)
-    for p in list(out.glob("events-rank*.jsonl")) + list(out.glob("error-rank*.txt")) + list(out.glob("rank*.log")):
-        p.unlink()
-    for name in _OWN_FILES:
-        (out / name).unlink(missing_ok=True)
-    return out
 
 
 def _worker_env(cfg: RunConfig) -> dict[str, str]:
@@ -104,7 +94,7 @@ def _is_peer_loss(traceback: str) -> bool:
 
 
 def _log_tail(out: Path, rank: int, n: int = 4000) -> str:
-    log = out / f"rank{rank}.log"
+    log = out / outdir.rank_log(rank)
     try:
         return log.read_text(errors="replace")[-n:]
     except OSError:
@@ -166,24 +156,32 @@ def _first_failure(out: Path, procs: list[subprocess.Popen], settle_s: float = 5
     return -1, "unknown failure"
 
 
-def _read_progress(path: Path) -> tuple[int, int] | None:
-    try:
-        step, total = path.read_text().split()
-        return int(step), int(total)
-    except (OSError, ValueError):
-        return None
-
-
-def launch(cfg: RunConfig, stall_timeout_s: float | None = None) -> Run:
+def launch(cfg: RunConfig, stall_timeout_s: float | None = None, overwrite: bool = False) -> Run:
     """Validate, spawn `cfg.world_size` ranks, show progress, and return the loaded Run.
 
-    Raises ConfigError before anything starts for a bad configuration, WorkerError if a rank fails,
-    and TimeoutError if no step completes for `stall_timeout_s` (default: 3 × the collective timeout).
+    Raises ConfigError before anything starts for a bad configuration or an `out` that already holds a
+    run (pass `overwrite=True` to replace that run: its files are removed first) or that another run is
+    writing now; WorkerError if a rank fails, and TimeoutError if no step completes for `stall_timeout_s`
+    (default: 3 × the collective timeout).
     """
-    cfg = prepare_resume(cfg.validate())
-    out = prepare_out(cfg)
-    cfg = cfg.replace(out=str(out))
-    (out / "config.json").write_text(cfg.to_json())
+    cfg = cfg.validate()
+    out = Path(cfg.out) if cfg.out else default_out(cfg)
+    outdir.check(out, overwrite)  # before the checkpoint is read (that loads torch): a refusal stays quick
+    from .checkpoint import prepare_resume
+
+    cfg = prepare_resume(cfg)
+    if overwrite and cfg.resume and Path(cfg.resume).resolve().is_relative_to(out.resolve()):
+        raise ConfigError(f"resume={cfg.resume!r} is not allowed with overwrite=True into out={str(out)!r}: "
+                          f"overwriting removes that checkpoint; resume into another --out")
+    with outdir.claim(out, overwrite):
+        return _run(cfg.replace(out=str(out)), out, stall_timeout_s)
+
+
+def _run(cfg: RunConfig, out: Path, stall_timeout_s: float | None) -> Run:
+    """Start the ranks of an accepted configuration in the claimed directory `out` and follow them."""
+    import torch.distributed as dist
+
+    (out / rundir.CONFIG).write_text(cfg.to_json())
     stall_timeout_s = stall_timeout_s or max(3 * cfg.timeout_s, 60.0)
     store = dist.TCPStore("127.0.0.1", 0, cfg.world_size + 1, is_master=True, wait_for_workers=False,
                           timeout=__import__("datetime").timedelta(seconds=cfg.timeout_s))
@@ -192,9 +190,9 @@ def launch(cfg: RunConfig, stall_timeout_s: float | None = None) -> Run:
     bar = None
     try:
         for rank in range(cfg.world_size):
-            log = open(out / f"rank{rank}.log", "w")
+            log = open(out / outdir.rank_log(rank), "w")
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "edit_lab.worker", "--config", str(out / "config.json"), "--rank", str(rank),
+                [sys.executable, "-m", "edit_lab.worker", "--config", str(out / rundir.CONFIG), "--rank", str(rank),
                  "--world-size", str(cfg.world_size), "--master-port", str(store.port)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env))
             log.close()
@@ -212,7 +210,7 @@ def launch(cfg: RunConfig, stall_timeout_s: float | None = None) -> Run:
                 raise WorkerError(rank, tb, out)
             if all(c == 0 for c in codes):
                 break
-            prog = _read_progress(out / "progress")
+            prog = rundir.read_progress(out / rundir.PROGRESS)
             step = prog[0] if prog else 0
             if step != last_step:
                 if bar is not None:
@@ -231,7 +229,7 @@ def launch(cfg: RunConfig, stall_timeout_s: float | None = None) -> Run:
     run = Run(out)
     note = readmission_note(run.summary, run.path, cfg.penalty_readmit_after)
     if note:
-        warnings.warn(note, stacklevel=2)
+        warnings.warn(note, stacklevel=3)
     return run
 
 

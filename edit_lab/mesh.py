@@ -10,8 +10,10 @@ from __future__ import annotations
 import datetime
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch.distributed as dist
+if TYPE_CHECKING:  # the arithmetic (`coords`) is imported by tables and figures that never start a process
+    import torch.distributed as dist
 
 
 @dataclass
@@ -24,15 +26,19 @@ class Mesh:
     replicas: int  # R
     shard_group: dist.ProcessGroup | None
     sync_group: dist.ProcessGroup | None
-    device_mesh: object | None = None
+
+    @staticmethod
+    def coords(rank: int, shards: int) -> tuple[int, int]:
+        """(replica, shard) of `rank` in a mesh of `shards` ranks per replica: rank = replica · S + shard."""
+        return divmod(int(rank), int(shards))
 
     @property
     def replica(self) -> int:
-        return self.rank // self.shards
+        return self.coords(self.rank, self.shards)[0]
 
     @property
     def shard(self) -> int:
-        return self.rank % self.shards
+        return self.coords(self.rank, self.shards)[1]
 
     def shard_group_ranks(self) -> list[int]:
         return [self.replica * self.shards + s for s in range(self.shards)]
@@ -41,13 +47,15 @@ class Mesh:
         return [r * self.shards + self.shard for r in range(self.replicas)]
 
     @classmethod
-    def build(cls, shards: int, replicas: int, device_type: str = "cpu", timeout_s: float | None = None) -> "Mesh":
+    def build(cls, shards: int, replicas: int, timeout_s: float | None = None) -> "Mesh":
         """Build both groups from an initialised default process group (every rank calls this).
 
-        `timeout_s` must be passed on explicitly: subgroups do not inherit the world's timeout but get
-        torch's 30-minute default, so without it a hung rank would block its peers for half an hour.
+        Every rank creates every shard group and every sync group, in the same order (torch requires it),
+        and keeps the two it belongs to. `timeout_s` must be passed on explicitly: subgroups do not
+        inherit the world's timeout but get torch's default (10 to 30 minutes), so without it a hung
+        rank would block its peers for that long.
         """
-        from torch.distributed.device_mesh import init_device_mesh
+        import torch.distributed as dist
 
         rank, world = dist.get_rank(), dist.get_world_size()
         if world != shards * replicas:
@@ -56,29 +64,10 @@ class Mesh:
         local_world = os.environ.get("LOCAL_WORLD_SIZE")
         if node is not None and local_world is not None and int(local_world) == shards and int(node) != rank // shards:
             raise RuntimeError(f"torchrun node {node} holds rank {rank}, which belongs to replica {rank // shards}")
-        override = None
-        if timeout_s is not None:
-            override = {name: _group_options(dist.get_backend(), timeout_s) for name in ("replica", "shard")}
-        dm = init_device_mesh(device_type, (replicas, shards), mesh_dim_names=("replica", "shard"),
-                              backend_override=override)
-        return cls(
-            rank=rank,
-            world_size=world,
-            shards=shards,
-            replicas=replicas,
-            shard_group=dm.get_group("shard"),
-            sync_group=dm.get_group("replica"),
-            device_mesh=dm,
-        )
-
-
-def _group_options(backend: str, timeout_s: float) -> tuple[str, object]:
-    """(backend, options) for init_device_mesh's backend_override, carrying only the collective timeout."""
-    timeout = datetime.timedelta(seconds=timeout_s)
-    if backend == "nccl":
-        opts = dist.ProcessGroupNCCL.Options()
-        opts._timeout = timeout
-        return backend, opts
-    from torch._C._distributed_c10d import Backend as C10dBackend  # the type init_device_mesh documents
-
-    return backend, C10dBackend.Options(backend, timeout)
+        timeout = None if timeout_s is None else datetime.timedelta(seconds=timeout_s)
+        every_shard_group = [[r * shards + s for s in range(shards)] for r in range(replicas)]  # one per replica
+        every_sync_group = [[r * shards + s for r in range(replicas)] for s in range(shards)]  # one per shard index
+        shard_group, _ = dist.new_subgroups_by_enumeration(every_shard_group, timeout=timeout)  # this rank's own
+        sync_group, _ = dist.new_subgroups_by_enumeration(every_sync_group, timeout=timeout)
+        return cls(rank=rank, world_size=world, shards=shards, replicas=replicas, shard_group=shard_group,
+                   sync_group=sync_group)

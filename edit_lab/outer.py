@@ -35,6 +35,7 @@ class OuterState:
     def anchor(self, unit: int, device: torch.device) -> torch.Tensor:
         return self.anchors[unit].detach().to(device)
 
+    # region outer-step
     def pseudo_gradient(self, unit: int, theta: torch.Tensor) -> torch.Tensor:
         """Δ = a − θ for this rank's shard of `unit`."""
         return self.anchor(unit, theta.device) - theta.detach()
@@ -52,6 +53,7 @@ class OuterState:
     def reset(self, unit: int, theta: torch.Tensor) -> None:
         """θ ← a: every replica restarts local training from the new anchor."""
         theta.copy_(self.anchors[unit].detach().to(theta.device))
+    # endregion outer-step
 
     def numel(self) -> int:
         """Values held: anchor shards plus whatever momentum buffers exist."""

@@ -31,6 +31,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .events import is_comm, is_cross_replica
+from .mesh import Mesh
+
 Interval = tuple[float, float]
 Event = dict[str, Any]
 
@@ -43,11 +46,6 @@ LEGEND = {
     "exposed": "exposed: the rank waited on it",
     "other": "in flight while the rank waited on another collective",
 }
-
-
-def is_comm(kind: str, group: str | None) -> bool:
-    """True for a collective (it has a group); a `wait` is the rank blocked on one, not a collective."""
-    return group is not None and kind != "wait"
 
 
 # ------------------------------------------------------------------------------------ intervals
@@ -221,6 +219,29 @@ class Overlap:
             exposed = length(merge(own[rank]))
             out[rank] = {"comm_s": comm_s, "hidden_s": hidden, "exposed_s": exposed,
                          "other_s": max(comm_s - hidden - exposed, 0.0)}
+        return out
+
+    def totals(self, events: Iterable[Event]) -> dict[str, float]:
+        """`rank_totals` summed over the ranks (rank-seconds): total_s (with communication in flight),
+        hidden_s, exposed_s, other_s. No instant of any rank is counted twice: the communication totals
+        of every table and figure."""
+        per_rank = list(self.rank_totals(events).values())
+        return {"total_s": float(sum(v["comm_s"] for v in per_rank)),
+                **{k: float(sum(v[k] for v in per_rank)) for k in ("hidden_s", "exposed_s", "other_s")}}
+
+    def replica_blocked_s(self, events: Iterable[Event], shards: int) -> dict[int, float]:
+        """Per replica: the seconds it stood blocked on the sync group, the one definition of that time.
+
+        The exposed part (see the module docstring) of the cross-replica collectives among `events`
+        (groups sync and world, `events.CROSS_REPLICA_GROUPS`), each instant of a rank counted once,
+        averaged over the replica's `shards` ranks (a rank without any such collective counts 0).
+        Choose `events` to choose the window (a run's training steps, the steps after warm-up, ...).
+        """
+        out: dict[int, float] = {}
+        cross = [e for e in events if is_cross_replica(e)]
+        for rank, tot in self.rank_totals(cross).items():
+            replica = Mesh.coords(rank, shards)[0]
+            out[replica] = out.get(replica, 0.0) + tot["exposed_s"] / shards
         return out
 
     def work_s(self, rank: int) -> float:

@@ -228,6 +228,7 @@ class AnomalyDetector:
             return 0.0
         return max(math.sqrt(max(self.m2, 0.0) / self.correction()), self.min_rel_std * abs(self.mu()))
 
+    # region detector-test
     def z(self, x: float) -> float:
         """How many σ the norm x lies above the running mean; 0 before arming or with σ = 0."""
         x = float(x)
@@ -270,7 +271,9 @@ class AnomalyDetector:
         if not self.armed:
             return False
         return self.z(x) > self.current_threshold()
+    # endregion detector-test
 
+    # region detector-update
     def update(self, x: float) -> None:
         """Fold an accepted (non-outlier) norm into the statistics; refuses NaN/inf (see the class docstring)."""
         x = float(x)
@@ -284,6 +287,7 @@ class AnomalyDetector:
         self.mean += self.alpha * (x - self.mean)
         self.m2 = (1.0 - self.alpha) * (self.m2 + self.alpha * (x - before) * (x - self.mu()))
         self.window.append(self.z(x))
+    # endregion detector-update
 
     def restart(self, x: float) -> None:
         """Re-arm: forget every statistic, the window and the run of flags, and start again from x alone."""
@@ -291,6 +295,7 @@ class AnomalyDetector:
         self.window.clear()
         self.update(x)
 
+    # region detector-observe
     def observe(self, x: float) -> tuple[bool, float, float]:
         """Decide on x, then learn from it unless it is an outlier (D1).
 
@@ -303,6 +308,7 @@ class AnomalyDetector:
         if not outlier:
             self.update(x)
         return outlier, z, threshold
+    # endregion detector-observe
 
     def count_flag(self, outlier: bool) -> int:
         """Count this sync's decision; returns the syncs in a row this replica has been flagged, this one
@@ -354,6 +360,7 @@ def _check_replicas(norms: Sequence[float] | None, anomalous: Sequence[bool]) ->
         raise ValueError(f"got {len(norms)} norms for {len(anomalous)} anomaly flags; need one per replica")
 
 
+# region softmax-weights
 def softmax_weights(
     norms: Sequence[float],
     temperature: float,
@@ -388,6 +395,7 @@ def softmax_weights(
     e = [math.exp(-(float(g) - g_min) / t) if ok else 0.0 for g, ok in zip(norms, usable)]
     total = math.fsum(e)
     return [v / total for v in e]
+# endregion softmax-weights
 
 
 def step_scaled_norms(norms: Sequence[float], steps: Sequence[int]) -> list[float]:
@@ -459,6 +467,8 @@ class Judged(NamedTuple):
     z: float
     threshold: float
     limit: float  # the smallest judged value the detector would have flagged (inf: none; before deciding)
+    mean: float = math.nan  # μ̂, the detector's mean before deciding (nan: not judged)
+    std: float = math.nan  # σ, its standard deviation (noise floor included) before deciding (nan: not judged)
 
 
 def replay(config: PenaltyConfig, norms: Sequence[Sequence[float]], steps: Sequence[Sequence[int]]
@@ -479,11 +489,12 @@ def replay(config: PenaltyConfig, norms: Sequence[Sequence[float]], steps: Seque
             g = float(norms[r][i])
             x = config.judged_norm(g, int(steps[r][i]))
             if config.anomaly and x is not None:
-                limit = det.flag_limit()
+                limit, mean, std = det.flag_limit(), det.mu(), det.std()
                 outlier, z, threshold = det.observe(x)
             else:
                 limit, outlier, z, threshold = math.inf, not math.isfinite(g), 0.0, math.inf
-            row.append([outlier, False, x, z, threshold, limit])
+                mean = std = math.nan
+            row.append([outlier, False, x, z, threshold, limit, mean, std])
         if config.anomaly:
             flagged = [bool(v[0]) for v in row]
             streaks = [det.count_flag(f) if v[2] is not None else 0 for det, f, v in zip(dets, flagged, row)]

@@ -1,6 +1,6 @@
 """`Run`: a run directory loaded back into Python, the input of every table and figure.
 
-The run directory is the only thing the parent process reads, so a run started from a notebook,
+The run directory (its layout: rundir.py) is the only thing the parent process reads, so a run started from a notebook,
 the CLI, a test or torchrun on two machines looks the same here.
 """
 
@@ -11,6 +11,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from . import rundir
 from .config import RunConfig
 from .events import read_jsonl
 from .overlap import Overlap
@@ -21,31 +22,31 @@ class Run:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        if not (self.path / "config.json").exists():
-            raise FileNotFoundError(f"{self.path} is not a run directory (no config.json)")
+        if not (self.path / rundir.CONFIG).exists():
+            raise FileNotFoundError(f"{self.path} is not a run directory (no {rundir.CONFIG})")
 
     def __repr__(self) -> str:
-        s = self.summary if (self.path / "summary.json").exists() else {}
+        s = self.summary if (self.path / rundir.SUMMARY).exists() else {}
         return (f"Run({str(self.path)!r}, method={self.config.method}, {self.config.shards}×{self.config.replicas}, "
                 f"val_loss={s.get('final_val_loss')})")
 
     @cached_property
     def config(self) -> RunConfig:
-        return RunConfig.load(self.path / "config.json")
+        return RunConfig.load(self.path / rundir.CONFIG)
 
     @cached_property
     def summary(self) -> dict[str, Any]:
-        return json.loads((self.path / "summary.json").read_text())
+        return json.loads((self.path / rundir.SUMMARY).read_text())
 
     @cached_property
     def metrics(self) -> list[dict[str, Any]]:
-        return read_jsonl(self.path / "metrics.jsonl")
+        return read_jsonl(self.path / rundir.METRICS)
 
     @cached_property
     def events(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for rank in range(self.config.world_size):
-            out.extend(read_jsonl(self.path / f"events-rank{rank}.jsonl"))
+            out.extend(read_jsonl(self.path / rundir.events_file(rank)))
         return out
 
     @cached_property
@@ -55,11 +56,11 @@ class Run:
 
     @cached_property
     def penalty(self) -> list[dict[str, Any]]:
-        return read_jsonl(self.path / "penalty.jsonl")
+        return read_jsonl(self.path / rundir.PENALTY)
 
     @cached_property
     def syncs(self) -> list[dict[str, Any]]:
-        return read_jsonl(self.path / "syncs.jsonl")
+        return read_jsonl(self.path / rundir.SYNCS)
 
     def train_losses(self, replica: int | None = None) -> list[tuple[int, float]]:
         rows = [m for m in self.metrics if m["kind"] == "train" and (replica is None or m["replica"] == replica)]
@@ -76,7 +77,7 @@ class Run:
     def state_dict(self) -> dict[str, Any]:
         import torch
 
-        return torch.load(self.path / "model.pt", weights_only=True)
+        return torch.load(self.path / rundir.MODEL, weights_only=True)
 
     def events_of(self, kind: str, rank: int | None = None) -> list[dict[str, Any]]:
         return [e for e in self.events if e["kind"] == kind and (rank is None or e["rank"] == rank)]

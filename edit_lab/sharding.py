@@ -31,7 +31,7 @@ Either way the arithmetic is the same, so the results are bit-for-bit equal.
 Why not FSDP2: EDiT's sync must slot in *right before each unit's all-gather*, prefetch must overlap
 the next unit's sync with this unit's compute, and every collective must be timed and delayable.
 Writing the sharding ourselves makes all three a one-line hook (`pre_unit`); FSDP2 is kept as the
-independent reference that the tests compare against.
+independent oracle the tests compare against (tests/oracles/fsdp2.py).
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ from .comm import Comm, Handle
 from .events import EventLog
 from .model import Llama, loss_fn
 from .norms import squared_norm
+from .penalty import CLIP_EPS
 
 
 @dataclass(frozen=True)
@@ -159,16 +160,6 @@ class ShardedModel:
         self._ag_pending: dict[int, Handle] = {}  # backward re-gathers in flight
         self._fwd_pending: dict[int, tuple[Handle, torch.Tensor]] = {}  # forward all-gathers issued early
         self.peak_gathered_bytes = 0  # the most full-parameter bytes ever alive at once (training steps)
-
-    # ------------------------------------------------------------------ facts
-    def shard_numel(self) -> int:
-        return sum(p.numel() for p in self.shards)
-
-    def full_numel(self) -> int:
-        return sum(lay.numel for lay in self.layouts)
-
-    def unit_names(self) -> list[str]:
-        return ["root"] + [f"block{i}" for i in range(self.n_units - 1)]
 
     # ------------------------------------------------------------------ collectives on units
     def _issue_gather(self, unit: int, shard: torch.Tensor, async_op: bool) -> tuple[Handle, torch.Tensor]:
@@ -286,6 +277,7 @@ class ShardedModel:
             log.add_span("compute_fwd", m0, log.mark(), unit=0, part="embed")
             if grad:
                 at_output(h, 0)
+            # region engine-unit-loop
             for i, block in enumerate(blocks, start=1):
                 if hooks is not None:
                     hooks.pre_unit(i)
@@ -299,6 +291,7 @@ class ShardedModel:
                     if self._reshards(i):
                         self._free(i)
                     at_output(h, i)
+            # endregion engine-unit-loop
             m0 = log.mark()
             logits = functional_call(root, root_params, (h, "head"))
             loss = loss_fn(logits, targets)
@@ -346,17 +339,12 @@ class ShardedModel:
         self.comm.all_reduce(sq, group="shard", kind="grad_norm")
         total = float(sq.sqrt())
         if max_norm > 0:
-            coef = max_norm / (total + 1e-6)
+            coef = max_norm / (total + CLIP_EPS)
             if coef < 1.0:
                 for p in self.shards:
                     if p.grad is not None:
                         p.grad.mul_(coef)
         return total
-
-    @torch.no_grad()
-    def full_flat(self, unit: int, shards: list[torch.Tensor] | None = None) -> torch.Tensor:
-        shards = self.shards if shards is None else shards
-        return self.gather(unit, shards[unit])[: self.layouts[unit].numel]
 
     @torch.no_grad()
     def full_state_dict(self, shards: list[torch.Tensor] | None = None) -> dict[str, torch.Tensor]:

@@ -46,7 +46,7 @@ class StragglerModel:
         if self.pause_prob <= 0 or self.pause_s <= 0:
             return 0.0
         gen = torch.Generator().manual_seed(mix_seed(self.seed, replica, step, 0x57A6))
-        return self.pause_s if float(torch.rand((), generator=gen)) < self.pause_prob else 0.0
+        return self.pause_s if float(torch.rand((), generator=gen, device=gen.device)) < self.pause_prob else 0.0
 
     def delay(self, step: int, replica: int, compute_s: float) -> tuple[float, str | None]:
         """(seconds to sleep, reason) for this replica after a step whose compute took `compute_s`."""

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from .config import RunConfig
-from .overlap import Overlap, is_comm
+from .events import is_comm
+from .overlap import Overlap
 
 
 def lane(ev: dict[str, Any]) -> tuple[int, str]:

@@ -2,9 +2,10 @@
 
 - `StragglerLab`: choose a method, the sync interval (A-EDiT: the sync period in seconds), how slow
   the last replica is, random pauses, the link's bandwidth and latency, prefetch and the penalty
-  switches; **Run** launches a real run (progress bar included), then draws its timeline, the
-  straggler and loss figures (against the previous runs, so two presses compare two methods) and
-  the penalty decisions.
+  switches; the *preview* tab redraws a simulated run (edit_lab/sim) on every change, no Run needed;
+  **Run** launches a real run (progress bar included), then sets the preview beside its measurement and
+  draws its timeline, the straggler and loss figures (against the previous runs, so two presses compare
+  two methods) and the penalty decisions.
 - `TimelineExplorer(run)`: the timeline of an existing run with a step range, a rank selection and
   an alignment (own steps, or by time for A-EDiT), plus the hidden/exposed split of those steps.
 
@@ -29,36 +30,27 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from .analysis import RunLike, as_run, as_runs, comm_split, sync_window
-from .config import RunConfig
-from .methods import method_registry
+from .config import METHODS, RunConfig
+from .mesh import Mesh
+from .presets import default_lab_config
 from .run import Run
-from .viz.layout import short_run_labels
+from .rundir import PROGRESS, read_progress
+from .viz.layout import empty_figure, short_run_labels
 from .viz.losses import loss_figure
-from .viz.penalty import empty_figure, penalty_figure
+from .viz.penalty import penalty_figure
 from .viz.rounds import rounds_figure
 from .viz.stragglers import straggler_figure
-from .viz.timeline import timeline_figure
+from .viz.timeline import default_align, timeline_figure
 
-METHOD_ORDER = ("sync", "post_local_sgd", "diloco", "co2", "edit", "aedit")
 BANDWIDTHS = (("unlimited", 0.0), ("1000 MB/s", 1000.0), ("100 MB/s", 100.0), ("20 MB/s", 20.0),
               ("5 MB/s", 5.0), ("1 MB/s", 1.0))
-FIGURES = ("timeline", "stragglers", "rounds", "loss", "penalty")
+FIGURES = ("preview", "timeline", "stragglers", "rounds", "loss", "penalty")  # preview: edit_lab/sim/lab.py
 ROUNDS_SHOWN = 3  # runs stacked in the rounds tab (each adds a panel of one row per replica)
 
 
 def available_methods() -> list[str]:
-    """The methods that can be launched now, in the course's order."""
-    reg = method_registry()
-    return [m for m in METHOD_ORDER if m in reg] + sorted(m for m in reg if m not in METHOD_ORDER)
-
-
-def default_lab_config() -> RunConfig:
-    """A 2×2 run of the nano model that takes seconds on a laptop: enough steps for a few syncs.
-
-    The penalty keeps RunConfig's defaults, measured on this very configuration (edit-method.md D10).
-    """
-    return RunConfig(method="sync", shards=2, replicas=2, steps=24, model="nano", seq_len=32, batch_size=4,
-                     eval_every=0, eval_batches=2, warmup_steps=4, sync_interval=4, progress=False)
+    """The methods that can be launched, in the course's order (config.METHODS)."""
+    return list(METHODS)
 
 
 def _failure(e: BaseException, limit: int = 600) -> str:
@@ -151,7 +143,7 @@ class StragglerLab:
                                       description="pause length (ms)", style=style, layout=layout)
         bw_values = [v for _, v in BANDWIDTHS]
         self.bandwidth = W.Dropdown(options=BANDWIDTHS,
-                                    value=b.link_bandwidth_mbps if b.link_bandwidth_mbps in bw_values else 0.0,
+                                    value=b.link_bandwidth_mb_s if b.link_bandwidth_mb_s in bw_values else 0.0,
                                     description="sync link bandwidth", style=style, layout=layout)
         self.latency_ms = W.FloatSlider(value=b.link_latency_ms, min=0.0, max=50.0, step=1.0,
                                         description="sync link latency (ms)", style=style, layout=layout)
@@ -176,7 +168,11 @@ class StragglerLab:
         self.button.on_click(lambda _b: self._on_click())
         self.figures: dict[str, go.Figure] = {}
         self.figure_widgets: dict[str, FigurePane] = {name: FigurePane() for name in FIGURES}
-        self.tabs = W.Tab(children=[self.figure_widgets[n] for n in FIGURES], titles=list(FIGURES),
+        from .sim.lab import LabPreview  # redraws the simulated preview on every control change
+
+        self.preview = LabPreview(self, self.figure_widgets["preview"])
+        self.tabs = W.Tab(children=[self.preview.box if n == "preview" else self.figure_widgets[n] for n in FIGURES],
+                          titles=list(FIGURES),
                           layout=W.Layout(width="100%"))
         column = dict(layout=W.Layout(width="400px", overflow="visible"))
         # the columns wrap onto the next row where the notebook is narrow, instead of leaving the view
@@ -192,7 +188,7 @@ class StragglerLab:
         if self.history:
             self.draw()
         else:
-            for n in FIGURES:
+            for n in FIGURES[1:]:
                 self._set(n, empty_figure(n, "no run yet: press Run"))
 
     # ------------------------------------------------------------ configuration
@@ -222,7 +218,7 @@ class StragglerLab:
             sync_period=float(self.sync_period.value), prefetch=bool(self.prefetch.value),
             straggler_replicas=(b.replicas - 1,) if slow else (), straggler_factor=float(self.slow_factor.value),
             random_pause_prob=float(self.pause_prob.value), random_pause_ms=float(self.pause_ms.value),
-            link_bandwidth_mbps=float(self.bandwidth.value), link_latency_ms=float(self.latency_ms.value),
+            link_bandwidth_mb_s=float(self.bandwidth.value), link_latency_ms=float(self.latency_ms.value),
             penalty_anomaly=bool(self.penalty_anomaly.value), penalty_weighting=bool(self.penalty_weighting.value),
             penalty_clip=bool(self.penalty_clip.value), progress=False,
         )
@@ -243,7 +239,7 @@ class StragglerLab:
         # The run itself stays on this thread, so an interrupt (the notebook's stop button) reaches the
         # launcher, which then ends every worker; a helper thread only follows the progress file.
         done = threading.Event()
-        follower = threading.Thread(target=self._follow, args=(out / "progress", done), daemon=True)
+        follower = threading.Thread(target=self._follow, args=(out / PROGRESS, done), daemon=True)
         follower.start()
         try:
             run = self.launcher(cfg)
@@ -259,6 +255,7 @@ class StragglerLab:
         self.history = (self.history + [run])[-self.keep:]
         self.last_run = run
         self.draw()
+        self.preview.after_run(run)
         s = run.summary
         self.status.value = (f"{run.config.method}: {s.get('tokens_per_s', 0):.0f} tokens/s, final train loss "
                              f"{s.get('final_train_loss', float('nan')):.3f}, {s.get('wall_s', 0):.1f} s")
@@ -279,11 +276,9 @@ class StragglerLab:
     def _follow(self, path: Path, done: threading.Event) -> None:
         """Copy the run's progress file (written by rank 0) into the progress bar until `done`."""
         while not done.wait(0.1):
-            try:
-                step = int(path.read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                continue
-            self.progress.value = min(step, self.progress.max)
+            prog = read_progress(path)
+            if prog is not None:
+                self.progress.value = min(prog[0], self.progress.max)
 
     # ------------------------------------------------------------ drawing
     def draw(self) -> None:
@@ -315,7 +310,8 @@ class TimelineExplorer:
         lo, hi = steps if steps is not None else sync_window(self.run)
         self.steps = W.IntRangeSlider(value=(lo, hi), min=0, max=cfg.steps, description="steps",
                                       continuous_update=False, layout=W.Layout(width="500px", max_width="100%"))
-        options = [(f"rank {k} (replica {k // cfg.shards}, shard {k % cfg.shards})", k) for k in range(cfg.world_size)]
+        options = [("rank {} (replica {}, shard {})".format(k, *Mesh.coords(k, cfg.shards)), k)
+                   for k in range(cfg.world_size)]
         self.ranks = W.SelectMultiple(options=options, value=tuple(ranks) if ranks is not None else
                                       tuple(range(cfg.world_size)), description="ranks",
                                       rows=min(cfg.world_size, 8))
@@ -323,7 +319,7 @@ class TimelineExplorer:
                                        layout=W.Layout(width="auto", margin="0 0 0 20px"))
         self.align = W.ToggleButtons(options=[("each rank's own steps", "step"),
                                               ("same time as the first rank", "time")],
-                                     value="time" if cfg.method == "aedit" else "step", description="align",
+                                     value=default_align(cfg.method), description="align",
                                      tooltip="A-EDiT's replicas count their steps separately: align by time",
                                      style={"button_width": "210px"})  # the labels fit on their buttons
         self.fig_widget = FigurePane()  # as wide as the notebook, whatever the window does

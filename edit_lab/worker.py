@@ -29,7 +29,8 @@ from .events import Clock, EventLog
 from .mesh import Mesh
 from .methods import make_method
 from .model import build_model
-from .rundir import RunWriter
+from . import rundir
+from .rundir import ProgressFile, RankRecord, RunWriter
 from .sharding import ShardedModel
 from .stragglers import StragglerModel
 
@@ -90,9 +91,9 @@ class Trainer:
     def __init__(self, cfg: RunConfig, mesh: Mesh, device: torch.device, clock: Clock) -> None:
         self.cfg, self.mesh, self.device = cfg, mesh, device
         self.log = EventLog(mesh.rank, mesh.replica, mesh.shard, clock, cuda=device.type == "cuda")
-        link = LinkModel(cfg.link_latency_ms / 1e3, cfg.link_bandwidth_mbps * 1e6)
+        link = LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s)
         stage = device.type == "cuda" and resolve_backend(cfg, device) == "gloo"  # ranks sharing a GPU
-        self.comm = Comm(mesh, self.log, link, stage_to_cpu=stage)
+        self.comm = Comm(mesh, self.log, link, stage_to_cpu=stage, device=device)
         model = build_model(cfg.model, cfg.seed)
         self.engine = ShardedModel(model, self.comm, device, bf16=cfg.bf16,
                                     reshard_after_forward=cfg.reshard_after_forward)
@@ -224,7 +225,16 @@ class Trainer:
         self.metrics.append(row)
         return value
 
-    def run(self, progress: "ProgressFile | None" = None) -> None:
+    def rank_record(self) -> RankRecord:
+        """What this rank hands the run directory at the end (rundir.py), as plain data."""
+        return RankRecord(
+            rank=self.mesh.rank, events=self.log.events, records=self.log.records, metrics=self.metrics,
+            memory=rundir.memory_report(self.engine.shards, self.optimizer.state, self.method.extra_state_numel(),
+                                        self.engine.peak_gathered_bytes, cuda=self.device.type == "cuda"),
+            method_info=self.method.summary() if hasattr(self.method, "summary") else {},
+            train_end_s=self.train_end_s)
+
+    def run(self, progress: ProgressFile | None = None) -> None:
         """Train `steps` steps, or, with a time budget, until the budget is spent (edit-method.md §12).
 
         With a time budget every replica trains as many steps as its speed allows: at each step start the
@@ -237,6 +247,7 @@ class Trainer:
         budget, every_s = cfg.time_budget, cfg.eval_every_s
         next_eval = every_s if every_s > 0 else math.inf
         step = self.start_step
+        # region time-budget-stop
         while True:
             t = self.method.replica_clock() if (budget or every_s) else 0.0
             if budget:
@@ -244,6 +255,7 @@ class Trainer:
                     break
             elif step >= cfg.steps:
                 break
+            # endregion time-budget-stop
             if t >= next_eval:
                 self.evaluate(step, at_s=next_eval)
                 while next_eval <= t:
@@ -260,25 +272,8 @@ class Trainer:
         self.evaluate(step, final=True)
 
 
-class ProgressFile:
-    """Rank 0 tells the launcher how far it got, through a tiny file (works under torchrun too)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._last = 0.0
-
-    def write(self, step: int, total: int) -> None:
-        now = time.monotonic()
-        if step < total and now - self._last < 0.1:
-            return
-        self._last = now
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(f"{step} {total}\n")
-        os.replace(tmp, self.path)
-
-
 def configure_cpu(threads: int) -> None:
-    """CPU math of a training process: ours, and the reference processes we are measured against.
+    """CPU math of a training process: ours, and the oracle processes we are measured against (tests/oracles).
 
     `threads` per process, because several processes share the cores. Denormals flushed, because they
     appear as training goes on (tiny gradients, Adam moments) and x86 CPUs compute on them some 100×
@@ -286,6 +281,22 @@ def configure_cpu(threads: int) -> None:
     """
     torch.set_num_threads(threads)
     torch.set_flush_denormal(True)
+
+
+#: Test hook (tests/distributed/test_device_clean.py): the device tensors created without one land on.
+STRAY_DEVICE_ENV = "EDIT_LAB_STRAY_DEVICE"
+
+
+def stray_tensors_to(device: str | None) -> None:
+    """Make torch's default device `device` (e.g. "meta") once the model and data are placed, in tests.
+
+    On a GPU a tensor created without a device is a CPU tensor, which NCCL refuses and CUDA kernels
+    will not mix with; on a CPU-only machine it is on the model's device by luck and nothing fails.
+    With the default device moved away from the comm device, every such tensor fails here too: a
+    collective refuses it (`Comm`'s device rule), and computing with it next to CPU tensors raises.
+    """
+    if device:
+        torch.set_default_device(device)
 
 
 def run_rank(cfg: RunConfig, rank: int, world_size: int, local_rank: int, init_method: str | None = None,
@@ -299,21 +310,23 @@ def run_rank(cfg: RunConfig, rank: int, world_size: int, local_rank: int, init_m
                             timeout=datetime.timedelta(seconds=cfg.timeout_s))
     trainer: Trainer | None = None
     try:
-        mesh = Mesh.build(cfg.shards, cfg.replicas, device.type, timeout_s=cfg.timeout_s)
+        mesh = Mesh.build(cfg.shards, cfg.replicas, timeout_s=cfg.timeout_s)
         clock = Clock()
         trainer = Trainer(cfg, mesh, device, clock)
-        start_unix = torch.tensor([time.time()], dtype=torch.float64)
-        dist.broadcast(start_unix, src=0)
+        stray_tensors_to(os.environ.get(STRAY_DEVICE_ENV))
+        start_unix = torch.tensor([time.time()], dtype=torch.float64, device=trainer.comm.device)
+        trainer.comm.broadcast(start_unix, src=0, kind="start_time")
         dist.barrier()
         clock.reset()  # the common start: every rank leaves the barrier at (nearly) the same moment
         trainer.log.start_device_clock()
-        progress = ProgressFile(out / "progress") if rank == 0 else None
+        progress = ProgressFile(out / rundir.PROGRESS) if rank == 0 else None
         trainer.run(progress)
-        RunWriter(out, cfg, trainer, float(start_unix)).write()
+        state = trainer.engine.full_state_dict(trainer.method.eval_shards())  # a shard-group collective
+        RunWriter(out, cfg, start_unix.item()).write(trainer.rank_record(), state)
     except BaseException:
-        (out / f"error-rank{rank}.txt").write_text(traceback.format_exc())
+        (out / rundir.error_file(rank)).write_text(traceback.format_exc())
         if trainer is not None:
-            trainer.log.write(out / f"events-rank{rank}.jsonl")
+            trainer.log.write(out / rundir.events_file(rank))
         raise
     dist.destroy_process_group()
 

@@ -153,6 +153,7 @@ class AEDiTMethod(EDiTMethod):
     """EDiT's layer-wise sync and penalty, triggered by wall-clock time instead of a step count."""
 
     name = "aedit"
+    time_triggered = True
 
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)
@@ -179,12 +180,13 @@ class AEDiTMethod(EDiTMethod):
         Called at the anchor step W (or the first step of a resumed run), which every rank reaches exactly
         once, so this small exchange pairs up like any other collective.
         """
-        dev = self.engine.device
+        dev = self.comm.device
         mine = torch.tensor([self.replica_clock()], dtype=torch.float64, device=dev)
         everyone = torch.zeros(self.mesh.replicas, dtype=torch.float64, device=dev)
         self.comm.all_gather(everyone, mine, group="sync", kind="timer_start")
         self.timer.start(float(everyone.max()))
 
+    # region aedit-meeting
     def should_sync(self, step: int) -> bool:
         if not self.timer.running:  # a resumed run whose first step is not its last sync step
             self.start_timer()
@@ -198,7 +200,7 @@ class AEDiTMethod(EDiTMethod):
         """The blocking step-count exchange over the sync group; returns whether to sync now."""
         assert self.last_sync_step is not None and self.last_meeting_step is not None
         R = self.mesh.replicas
-        dev = self.engine.device
+        dev = self.comm.device
         mine = torch.tensor([step - self.last_sync_step, step - self.last_meeting_step, t, float(done), step],
                             dtype=torch.float64, device=dev)
         everyone = torch.zeros(R * len(MEETING_FIELDS), dtype=torch.float64, device=dev)
@@ -213,6 +215,7 @@ class AEDiTMethod(EDiTMethod):
         self.meetings.append({"step": step, **info})
         self.log.record("round", step=step, **info)
         return sync
+    # endregion aedit-meeting
 
     # ------------------------------------------------------------ the sync: EDiT's, with round-aware weights
     @torch.no_grad()
@@ -225,6 +228,7 @@ class AEDiTMethod(EDiTMethod):
         if self.cfg.step_weighting:
             self.weights = [mix_step_weights(w, k, self.cfg.step_weight_mix) for w in self.weights]
 
+    # region aedit-stop
     def stop_here(self, step: int, spent: bool) -> bool:
         """After warm-up no exchange is needed: a replica whose budget is spent goes to `finalize`, whose
         meetings (flagged done) pair up with the others' timed meetings (see the module docstring)."""
@@ -250,13 +254,13 @@ class AEDiTMethod(EDiTMethod):
             assert self.meeting is not None
             if self.meeting.all_done:
                 return
+    # endregion aedit-stop
 
     # ------------------------------------------------------------ state and accounting
     def state_dict(self) -> dict[str, Any]:
-        # The clock restarts at zero in a resumed run, so an absolute timer value would be meaningless:
-        # keep how long the timer had run (≈ 0 right after a sync) and restart it on the first step.
-        return {**super().state_dict(), "last_meeting_step": self.last_meeting_step,
-                "timer_elapsed_s": self.timer.elapsed(self.log.clock.now())}
+        # No timer value: the clock restarts at zero in a resumed run, and a checkpoint is taken right
+        # after a sync, so the resumed run restarts the timer on its first step (`load_state_dict`).
+        return {**super().state_dict(), "last_meeting_step": self.last_meeting_step}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)

@@ -23,19 +23,27 @@ class Method:
 
     name = "base"
 
+    # What the rest of the lab asks of a method: the config's checks, the fault injector, tables and
+    # figures read these instead of testing the method's name, so each fact is stated once, here and in
+    # the subclass it belongs to. `methods.capabilities(name)` reads them by method name.
+    is_local_sgd = False  # local steps between syncs after W synchronous warm-up steps, anchors from step W
+    has_penalty = False  # the pseudo-gradient penalty (anomaly filter, weighting, clip) may exclude a replica
+    time_triggered = False  # syncs when a wall-clock timer expires (A-EDiT), not every τ steps
+    layerwise_sync = False  # syncs unit by unit inside the forward, with optional prefetch (RunConfig.prefetch)
+    checkpointable = True  # reaches moments where the whole state is in hand, so `checkpoint_every` can work
+
     def __init__(self, cfg: RunConfig, engine: ShardedModel) -> None:
         self.cfg = cfg
         self.engine = engine
         self.comm: Comm = engine.comm
         self.log: EventLog = engine.log
         self.mesh = self.comm.mesh
-        self.step = 0
         self.optimizer: torch.optim.Optimizer | None = None  # set by the worker
         self.on_synced: Callable[[int], None] | None = None  # set by the worker (checkpoints)
 
     # ---------------------------------------------------------------- hooks
     def begin_step(self, step: int) -> None:
-        self.step = step
+        """Called before step `step` starts (local-SGD methods create the anchors at step W here)."""
 
     def pre_unit(self, unit: int) -> None:
         """Called in the forward right before unit `unit` is all-gathered in the shard group."""
@@ -61,10 +69,11 @@ class Method:
         Decisions taken from the clock (A-EDiT's meetings, the end of a time budget, a timed validation)
         must be the same on every rank of a replica, or its ranks would issue different collectives.
         """
-        t = torch.tensor([self.log.clock.now()], dtype=torch.float64, device=self.engine.device)
+        t = torch.tensor([self.log.clock.now()], dtype=torch.float64, device=self.comm.device)
         self.comm.all_reduce(t, group="shard", kind="clock")
         return float(t) / self.mesh.shards
 
+    # region stop-check
     def stop_here(self, step: int, spent: bool) -> bool:
         """Time-budget runs: should this replica stop before training `step`? `spent`: its budget is.
 
@@ -76,9 +85,10 @@ class Method:
 
     def any_replica(self, flag: bool) -> bool:
         """True when `flag` is set on any replica (a sum over the sync group; 0 or 1 per replica)."""
-        t = torch.tensor([float(flag)], dtype=torch.float64, device=self.engine.device)
+        t = torch.tensor([float(flag)], dtype=torch.float64, device=self.comm.device)
         self.comm.all_reduce(t, group="sync", kind="stop_check")
         return float(t) > 0.0
+    # endregion stop-check
 
     def eval_shards(self) -> list[torch.Tensor]:
         """The parameters to evaluate: the model every replica agrees on."""

@@ -63,6 +63,7 @@ class CO2Outer(OuterState):
         self.lr, self.momentum, self.penalty, self.clip = float(lr), float(momentum), float(penalty), float(clip)
 
     # ------------------------------------------------------------ one unit
+    # region co2-outer-step
     @torch.no_grad()
     def step(self, unit: int, delta_bar: torch.Tensor) -> None:
         """b ← μ·b + Δ̄/λ; b ← clamp(b, −c, c) when c > 0; a ← a − lr·b (unit `unit`, this rank's shard)."""
@@ -71,6 +72,7 @@ class CO2Outer(OuterState):
         if self.clip > 0:
             b.clamp_(-self.clip, self.clip)
         a.sub_(b, alpha=self.lr)
+    # endregion co2-outer-step
 
     # ------------------------------------------------------------ the whole shard, as a boundary does it
     @torch.no_grad()
@@ -110,6 +112,9 @@ class CO2Outer(OuterState):
 
 class CO2Method(LocalSGDMethod):
     name = "co2"
+    # the mean of the last round is always in flight (it lands at the next boundary): no moment holds the
+    # whole state, so there is nothing consistent to checkpoint
+    checkpointable = False
 
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)
@@ -137,6 +142,7 @@ class CO2Method(LocalSGDMethod):
                 self.log_checksums(unit)
 
     # ------------------------------------------------------------ a round boundary
+    # region co2-boundary
     @torch.no_grad()
     def sync_between_steps(self, step: int) -> None:
         outer, shards = self.co2_outer, self.engine.shards
@@ -167,6 +173,7 @@ class CO2Method(LocalSGDMethod):
         delta_sum.div_(self.mesh.replicas)
         with self.log.span("outer_step"):
             self.co2_outer.apply(delta_sum)
+    # endregion co2-boundary
 
     # ------------------------------------------------------------ the end
     @torch.no_grad()

@@ -55,6 +55,8 @@ def penalty_config(cfg) -> PenaltyConfig:
 
 class EDiTMethod(LocalSGDMethod):
     name = "edit"
+    has_penalty = True
+    layerwise_sync = True
 
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)
@@ -84,6 +86,7 @@ class EDiTMethod(LocalSGDMethod):
         """During a sync a unit's shard changes in its own pre_unit, so its all-gather must come after it."""
         return not self.syncing
 
+    # region edit-prefetch
     def pre_unit(self, unit: int) -> None:
         if not self.syncing:
             return
@@ -94,6 +97,7 @@ class EDiTMethod(LocalSGDMethod):
         self.finish(unit)
         if unit == self.engine.n_units - 1:
             self.end_sync()
+    # endregion edit-prefetch
 
     def stop_here(self, step: int, spent: bool) -> bool:
         """EDiT's sync point is the start of a sync step, before its forward: the budget exchange goes there."""
@@ -131,10 +135,10 @@ class EDiTMethod(LocalSGDMethod):
         self.deltas = {u: self.outer.pseudo_gradient(u, th) for u, th in enumerate(self.engine.shards)}
         sq = torch.stack([squared_norm(d) for d in self.deltas.values()])
         self.comm.all_reduce(sq, group="shard", kind="sync_norms")
-        dev = self.engine.device  # NCCL only moves device tensors
+        dev = self.comm.device  # collective tensors live on the comm device (NCCL moves only CUDA tensors)
         assert self.last_sync_step is not None
         k = step - self.last_sync_step  # this replica's local steps in the round (the same on its every rank)
-        mine = torch.zeros(n_units, len(DECISION_FIELDS), dtype=torch.float64)
+        rows: list[list[float]] = []  # [unit][DECISION_FIELDS]
         judged: list[float | None] = []
         for u in range(n_units):
             g = float(sq[u].sqrt())
@@ -146,9 +150,10 @@ class EDiTMethod(LocalSGDMethod):
                 streak = self.detectors[u].count_flag(outlier)
             else:  # filter off, or nothing trained in the round (Δ = 0): only a non-finite G is excluded
                 outlier, z, thr = (not math.isfinite(g)), 0.0, math.inf
-            mine[u] = torch.tensor([g, z, thr, float(outlier), 0.0, float(k), float(streak)], dtype=torch.float64)
+            rows.append([g, z, thr, float(outlier), 0.0, float(k), float(streak)])
+        mine = torch.tensor(rows, dtype=torch.float64, device=dev).reshape(-1)
         everyone = torch.zeros(R * n_units * len(DECISION_FIELDS), dtype=torch.float64, device=dev)
-        self.comm.all_gather(everyone, mine.reshape(-1).to(dev), group="sync", kind="sync_decisions")
+        self.comm.all_gather(everyone, mine, group="sync", kind="sync_decisions")
         self.decisions = everyone.reshape(R, n_units, len(DECISION_FIELDS)).cpu()
         if self.penalty.anomaly:
             self.readmit(judged)
@@ -184,6 +189,7 @@ class EDiTMethod(LocalSGDMethod):
                     det.restart(x)
                 self.decisions[r, u, 3], self.decisions[r, u, 4] = 0.0, 1.0
 
+    # region edit-unit-sync
     @torch.no_grad()
     def issue(self, unit: int) -> None:
         """Stage 3: start the sync-group all-reduce of w_r·Δ_r for one unit (async)."""
@@ -228,6 +234,7 @@ class EDiTMethod(LocalSGDMethod):
                             steps=int(k), weight=self.weights[unit][r], clip=factor, skipped=skipped)
             if readmitted:
                 self.readmissions.append({"step": self.sync_step, "unit": unit, "replica": r})
+    # endregion edit-unit-sync
 
     def forget_inner_state(self, unit: int) -> None:
         """Drop the inner optimizer's state of this rank's shard of `unit` (after a non-finite G).

@@ -43,6 +43,7 @@ class LocalSGDMethod(Method):
     """Warm-up with synchronous gradients, anchors from step W on; subclasses say how to sync."""
 
     uses_outer_optimizer = True
+    is_local_sgd = True
 
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)
@@ -97,7 +98,7 @@ class LocalSGDMethod(Method):
         at each sync point, and in `finalize`. Returns (done flags, total steps since the last sync).
         """
         assert self.last_sync_step is not None
-        dev, R = self.engine.device, self.mesh.replicas
+        dev, R = self.comm.device, self.mesh.replicas
         mine = torch.tensor([float(done), float(step - self.last_sync_step)], dtype=torch.float64, device=dev)
         everyone = torch.zeros(2 * R, dtype=torch.float64, device=dev)
         self.comm.all_gather(everyone, mine, group="sync", kind="stop_check")

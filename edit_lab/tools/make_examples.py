@@ -5,18 +5,15 @@
 
 from __future__ import annotations
 
-import gzip
 import json
-import shutil
 import tempfile
 from pathlib import Path
 
+from .. import rundir
 from ..config import RunConfig
 from ..examples import HERE
 from ..launch import launch
-from ..widgets import default_lab_config
-
-KEEP = ("config.json", "summary.json", "metrics.jsonl", "penalty.jsonl", "syncs.jsonl")
+from ..presets import default_lab_config
 
 
 def example_config(method: str) -> RunConfig:
@@ -31,16 +28,10 @@ def make(name: str, method: str) -> Path:
     dest = HERE / name
     with tempfile.TemporaryDirectory() as tmp:
         run = launch(cfg.replace(out=str(Path(tmp) / name)))
-        if dest.exists():
-            shutil.rmtree(dest)
-        dest.mkdir(parents=True)
-        for f in KEEP:
-            shutil.copy(run.path / f, dest / f)
-        for ev in run.path.glob("events-rank*.jsonl"):
-            (dest / (ev.name + ".gz")).write_bytes(gzip.compress(ev.read_bytes(), mtime=0))
-    conf = json.loads((dest / "config.json").read_text())
+        rundir.ship(run.path, dest)
+    conf = json.loads((dest / rundir.CONFIG).read_text())
     conf["out"] = f"edit_lab/examples/{name}"  # not the temporary folder it was recorded in
-    (dest / "config.json").write_text(json.dumps(conf, indent=2, sort_keys=True))
+    (dest / rundir.CONFIG).write_text(json.dumps(conf, indent=2, sort_keys=True))
     return dest
 
 

@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 # Visible characters per line that fit the narrowest output area (~800 px) at each text size.
 TITLE_CHARS = 68       # the title (17 px, ~7.5 px a character), clear of the modebar plotly shows on hover
@@ -118,3 +122,14 @@ def title_layout(text: str) -> dict:
     """`layout.title` for a wrapped title: at the top left of the figure, its first line fully inside."""
     return dict(text=text, x=0.01, xanchor="left", xref="container", y=1, yanchor="top", yref="container",
                 pad=dict(t=24))
+
+
+def empty_figure(title: str, message: str) -> "go.Figure":
+    """A figure with a title and a centred note, for data a run does not have."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    fig.add_annotation(text=message, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font=dict(size=14))
+    fig.update_layout(title=title_layout(title_text(title)), template="plotly_white", height=300, autosize=True,
+                      xaxis=dict(visible=False), yaxis=dict(visible=False), meta={"empty": True})
+    return fig

@@ -16,14 +16,11 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from ..analysis import RunLike, as_runs, memory_table, run_labels
-from .layout import legend_below, title_layout, title_text, top_margin
-from .penalty import empty_figure
+from .layout import empty_figure, legend_below, title_layout, title_text, top_margin
 
 PARTS: dict[str, tuple[str, str]] = {
     "params": ("parameter shards", "#1F77B4"),
     "optimizer": ("inner optimizer state", "#9467BD"),
-    "anchor": ("anchor", "#2CA02C"),
-    "momentum": ("outer momentum", "#98DF8A"),
     "method_state": ("method state (anchor + outer momentum)", "#2CA02C"),
     "gathered_peak": ("gathered full parameters (peak alive at once)", "#FF7F0E"),
 }

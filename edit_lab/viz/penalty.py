@@ -3,8 +3,10 @@
 One column per unit (the penalty is per layer), four rows sharing the sync step as x axis:
 
 1. G, each replica's pseudo-gradient norm (log scale when norms span orders of magnitude);
-2. z, the detector's score, against its threshold δ·factor (dashed, per replica): a z above its
-   dashed line is an outlier (red ✕, also on G) and gets weight 0;
+2. z, the detector's score (how many σ the norm lies above the detector's EWMA mean μ̂), against its
+   threshold δ·f (dashed, per replica), where f = max(1, std of the detector's last E z-scores) widens
+   the threshold for a replica whose recent z-scores were spread out (`AnomalyDetector.factor`); a z
+   above its dashed line is an outlier (red ✕, also on G) and gets weight 0;
 3. the softmax weights as stacked bars (they sum to 1 unless the outer step was skipped);
 4. the clip factor applied to the aggregated pseudo-gradient (1 = not clipped).
 
@@ -21,22 +23,14 @@ from plotly.subplots import make_subplots
 
 from ..analysis import RunLike, as_run, penalty_table, run_label
 from .colors import EXPOSED, replica_color
-from .layout import SUBPLOT_TITLE_PX, keep_corner_ticks_apart, legend_below, title_layout, title_text, top_margin
+from .layout import (SUBPLOT_TITLE_PX, empty_figure, keep_corner_ticks_apart, legend_below, title_layout,
+                     title_text, top_margin)
 
-ROW_TITLES = ("G = ‖Δ‖", "z vs δ·factor", "weight", "clip factor")
+ROW_TITLES = ("G = ‖Δ‖", "z vs δ·f", "weight", "clip factor")
 
 
 def _unit_name(u: int) -> str:
     return "unit 0 (root)" if u == 0 else f"unit {u} (block {u - 1})"
-
-
-def empty_figure(title: str, message: str) -> go.Figure:
-    """A figure with a title and a centred note, for data a run does not have."""
-    fig = go.Figure()
-    fig.add_annotation(text=message, xref="paper", yref="paper", x=0.5, y=0.5, showarrow=False, font=dict(size=14))
-    fig.update_layout(title=title_layout(title_text(title)), template="plotly_white", height=300, autosize=True,
-                      xaxis=dict(visible=False), yaxis=dict(visible=False), meta={"empty": True})
-    return fig
 
 
 def penalty_figure(run: RunLike, units: Iterable[int] | None = None, title: str | None = None) -> go.Figure:
@@ -82,7 +76,7 @@ def penalty_figure(run: RunLike, units: Iterable[int] | None = None, title: str 
                                      meta={"role": "z", "replica": int(rep)}), row=2, col=c)
             fig.add_trace(go.Scatter(x=d["step"], y=d["threshold"], mode="lines", legendgroup=f"rep{rep}",
                                      showlegend=False, line=dict(color=color, dash="dash", width=1),
-                                     hovertext=[f"replica {rep} threshold δ·factor = {t:.3g}"
+                                     hovertext=[f"replica {rep} threshold δ·f = {t:.3g}"
                                                 for t in d["threshold"]],
                                      hoverinfo="text", meta={"role": "threshold", "replica": int(rep)}), row=2, col=c)
             fig.add_trace(go.Bar(x=d["step"], y=d["weight"], name=f"replica {rep}", legendgroup=f"rep{rep}",
@@ -126,7 +120,8 @@ def penalty_figure(run: RunLike, units: Iterable[int] | None = None, title: str 
     fig.update_yaxes(range=[0, 1.05], row=3)
     keep_corner_ticks_apart(fig)
     note = f" (z above {z_cap:.3g} drawn at the top edge, ▲)" if z_cap and (df["z"] > z_cap).any() else ""
-    text = title_text(head, f"one column per unit; red ✕ = outlier, its Δ is zeroed and weighs 0{note}")
+    text = title_text(head, f"one column per unit; red ✕ = outlier, its Δ is zeroed and weighs 0; dashed: threshold "
+                            f"δ·f, f = max(1, std of the detector's last E z-scores){note}")
     fig.update_annotations(font_size=SUBPLOT_TITLE_PX)  # the column titles
     fig.update_layout(
         title=title_layout(text), barmode="stack", template="plotly_white", height=860, autosize=True,

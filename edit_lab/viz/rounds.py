@@ -48,7 +48,8 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analysis import RunLike, as_run, as_runs, is_comm, run_labels
+from ..analysis import RunLike, as_run, as_runs, run_labels
+from ..events import is_cross_replica
 from ..overlap import merge, subtract
 from ..run import Run
 from .colors import ROUND_COLORS, rgba
@@ -59,8 +60,6 @@ Event = dict[str, Any]
 Window = tuple[float, float]
 Tagged = tuple[float, float, int]  # (t0, t1, step)
 
-#: Groups whose collectives cross replicas (as in analysis.replica_table).
-CROSS_GROUPS = frozenset({"sync", "world"})
 #: Block kinds in order of precedence (the sync strip is a lane of its own).
 BLOCK_KINDS = ("wait", "eval", "straggle", "step", "sync")
 #: Legend names, hovers and the figure's vocabulary.
@@ -97,7 +96,7 @@ def _training_events(evs: list[Event]) -> list[Event]:
 
 
 def _cross(evs: Iterable[Event]) -> list[Event]:
-    return [e for e in evs if is_comm(e["kind"], e.get("group")) and e.get("group") in CROSS_GROUPS]
+    return [e for e in evs if is_cross_replica(e)]
 
 
 def _step_spans_of(evs: list[Event], steps: int) -> dict[int, tuple[float, float]]:

@@ -26,7 +26,9 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from ..analysis import RunLike, StepRange, as_run, event_rows, is_comm, run_label
+from ..analysis import RunLike, StepRange, as_run, event_rows, run_label
+from ..events import is_comm
+from ..mesh import Mesh
 from ..overlap import LEGEND, Overlap, Split
 from .colors import BLOCKED_OTHER, EXPOSED, kind_color, kind_label, kind_sort_key, rgba
 from .layout import legend_below, title_layout, title_text, top_margin
@@ -132,6 +134,14 @@ def default_steps(events: list[dict[str, Any]], max_events: int = MAX_EVENTS) ->
     return steps[0], last
 
 
+def default_align(method: str) -> str:
+    """How a timeline lines up its ranks by default: by wall-clock time for a method whose syncs a timer
+    triggers (A-EDiT: replicas are at different steps when they meet), else by step."""
+    from ..methods import capabilities
+
+    return "time" if capabilities(method).time_triggered else "step"
+
+
 def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] | None = None,
                     show_exposed: bool = True, title: str | None = None, max_events: int = MAX_EVENTS,
                     align: str | None = None, time: tuple[float, float] | None = None) -> go.Figure:
@@ -149,9 +159,9 @@ def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] 
     r = as_run(run)
     cfg = r.config
     ov = r.overlap
-    all_ranks = [(k, k // cfg.shards, k % cfg.shards) for k in range(cfg.world_size)]
+    all_ranks = [(k, *Mesh.coords(k, cfg.shards)) for k in range(cfg.world_size)]
     chosen = None if ranks is None else {int(k) for k in ranks}
-    align = align or ("time" if cfg.method == "aedit" else "step")
+    align = align or default_align(cfg.method)
     if align not in ("step", "time"):
         raise ValueError(f"align={align!r}: use 'step' or 'time'")
     if steps is None:
@@ -214,9 +224,7 @@ def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] 
                 hovertemplate=_hover(),
             ))
 
-    per_rank = ov.rank_totals(comm)
-    totals = {k: sum(v[k] for v in per_rank.values()) for k in ("hidden_s", "exposed_s", "other_s")}
-    totals["total_s"] = sum(v["comm_s"] for v in per_rank.values())
+    totals = ov.totals(comm)
     per_kind: dict[str, dict[str, float]] = {}
     for e in comm:
         sp: Split = ov.split(e)
@@ -250,7 +258,7 @@ def _decorate(fig: go.Figure, r: Any, lanes: dict[int, float], events: list[dict
     many = len(lanes) > 8
     tickvals, ticktext = [], []
     for rank, y in lanes.items():
-        rep, sh = rank // cfg.shards, rank % cfg.shards
+        rep, sh = Mesh.coords(rank, cfg.shards)
         name = f"<b>rank {rank}</b> (replica {rep}, shard {sh})"
         if many:
             tickvals.append(y)
@@ -262,7 +270,7 @@ def _decorate(fig: go.Figure, r: Any, lanes: dict[int, float], events: list[dict
     # shade every other replica so the grouping reads at a glance
     reps: dict[int, list[float]] = {}
     for rank, y in lanes.items():
-        reps.setdefault(rank // cfg.shards, []).append(y)
+        reps.setdefault(Mesh.coords(rank, cfg.shards)[0], []).append(y)
     for i, (rep, ys) in enumerate(sorted(reps.items())):
         fig.add_shape(type="rect", xref="paper", x0=0, x1=1, y0=min(ys) - 0.5, y1=max(ys) + 0.5,
                       fillcolor="#F2F2F2" if i % 2 == 0 else "#FFFFFF", line=dict(width=0), layer="below")

@@ -46,13 +46,42 @@ def test_help_documents_every_field():
     res = cli("run", "--help")
     assert res.returncode == 0
     for flag in ("--sync-interval", "--outer-lr", "--penalty-threshold", "--straggler-factor", "--checkpoint-every",
-                 "--link-bandwidth-mbps", "--prefetch", "--no-prefetch", "--resume"):
+                 "--link-bandwidth-mb-s", "--prefetch", "--no-prefetch", "--resume", "--overwrite"):
         assert flag in res.stdout
     text = " ".join(res.stdout.split())  # argparse wraps help lines
-    assert "tau: inner steps between syncs (default: 10)" in text
+    assert "tau: inner steps between syncs; an integer >= 1 (default: 10)" in text
+    assert "--method {sync,post_local_sgd,diloco,co2,edit,aedit}" in text  # the methods by name
+    assert "megabytes per second" in text and "--link-bandwidth-mbps" not in text  # the old flag works, unlisted
 
 
 def test_bad_method_is_refused_in_one_line():
     res = cli("run", "--method", "fedavg")
     assert res.returncode == 2
     assert res.stderr.strip().count("\n") == 0 and "method='fedavg'" in res.stderr and "edit" in res.stderr
+
+
+def test_a_second_run_into_a_run_directory_is_refused_then_overwritten(tmp_path):
+    out = tmp_path / "run"
+    first = cli("run", "--method", "sync", "--steps", "4", "--warmup-steps", "0", "--out", str(out), *SMALL)
+    assert first.returncode == 0, first.stderr
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    again = cli("run", "--method", "edit", "--steps", "4", "--out", str(out), *SMALL)
+    assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1
+    assert str(out) in again.stderr and "--overwrite" in again.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before  # byte for byte
+    over = cli("run", "--method", "edit", "--steps", "6", "--warmup-steps", "2", "--sync-interval", "2",
+               "--replicas", "1", "--out", str(out), "--overwrite", *SMALL)
+    assert over.returncode == 0, over.stderr
+    assert RunConfig.load(out / "config.json").method == "edit"
+    assert sorted(p.name for p in out.glob("rank*.log")) == ["rank0.log", "rank1.log"]  # the old 4 ranks' are gone
+    assert not (out / ".lock").exists()
+
+
+def test_a_failed_rank_is_reported_with_its_traceback_alone(tmp_path):
+    res = cli("run", "--method", "sync", "--steps", "4", "--fault-rank", "1", "--fault-step", "1",
+              "--out", str(tmp_path / "run"), *SMALL)
+    assert res.returncode == 1
+    assert res.stderr.startswith(f"edit_lab: rank 1 failed (run directory {tmp_path / 'run'}):\n")
+    assert res.stderr.count("Traceback (most recent call last)") == 1  # the worker's, not the launcher's too
+    assert res.stderr.rstrip().endswith("fault injected on rank 1 at step 1 (fault_kind='raise')")
+    assert "launch.py" not in res.stderr

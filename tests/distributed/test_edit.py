@@ -16,9 +16,9 @@ import torch
 
 from edit_lab import launch
 from edit_lab.model import SIZES
-from edit_lab.reference_averaging import periodic_averaging
 
 from tests.helpers import small
+from tests.oracles.averaging import periodic_averaging
 
 pytestmark = pytest.mark.slow
 

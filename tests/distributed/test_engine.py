@@ -12,9 +12,8 @@ import math
 import pytest
 import torch
 
-from edit_lab.reference import fsdp2, single_process
-
 from tests.helpers import small
+from tests.oracles.fsdp2 import fsdp2, single_process
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["reshard", "keep"])

@@ -38,7 +38,7 @@ def link_run(tmp_path_factory):
     from edit_lab import launch
     from tests.helpers import small
 
-    cfg = small(method="sync", steps=4, link_latency_ms=LATENCY_S * 1e3, link_bandwidth_mbps=BANDWIDTH_BPS / 1e6,
+    cfg = small(method="sync", steps=4, link_latency_ms=LATENCY_S * 1e3, link_bandwidth_mb_s=BANDWIDTH_BPS / 1e6,
                 out=str(tmp_path_factory.mktemp("link") / "run"))
     return launch(cfg)
 

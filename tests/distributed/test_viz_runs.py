@@ -15,38 +15,30 @@ import pytest
 
 from edit_lab import analysis as A
 from edit_lab import launch
-from edit_lab.methods import method_registry
 from edit_lab.viz import loss_figure, memory_figure, penalty_figure, straggler_figure, timeline_figure, write_trace
 
 from tests.helpers import small
 
-needs_edit = pytest.mark.skipif("edit" not in method_registry(), reason="the edit method is not implemented yet")
-
-
 @pytest.fixture(scope="module")
 def sync_run(tmp_path_factory):
     return launch(small(method="sync", shards=2, replicas=2, steps=6, straggler_replicas=(1,), straggler_factor=2.0,
-                        random_pause_prob=0.5, random_pause_ms=15.0, link_latency_ms=1.0, link_bandwidth_mbps=50.0,
+                        random_pause_prob=0.5, random_pause_ms=15.0, link_latency_ms=1.0, link_bandwidth_mb_s=50.0,
                         eval_every=3, out=str(tmp_path_factory.mktemp("viz") / "sync")))
 
 
 @pytest.fixture(scope="module")
 def edit_run(tmp_path_factory):
-    if "edit" not in method_registry():
-        pytest.skip("the edit method is not implemented yet")
     # steps 10: the spike after step 6 is judged at the sync of step 8 (the closing sync of `finalize`, 10,
     # is not judged)
     return launch(small(method="edit", shards=1, replicas=2, steps=10, warmup_steps=2, sync_interval=2,
                         penalty_arming=2, spike_replica=1, spike_step=6, link_latency_ms=2.0,
-                        link_bandwidth_mbps=20.0, eval_every=4, out=str(tmp_path_factory.mktemp("viz") / "edit")))
+                        link_bandwidth_mb_s=20.0, eval_every=4, out=str(tmp_path_factory.mktemp("viz") / "edit")))
 
 
 @pytest.fixture(scope="module")
 def edit_no_prefetch(tmp_path_factory):
-    if "edit" not in method_registry():
-        pytest.skip("the edit method is not implemented yet")
     return launch(small(method="edit", shards=1, replicas=2, steps=6, warmup_steps=2, sync_interval=2,
-                        prefetch=False, link_latency_ms=2.0, link_bandwidth_mbps=20.0,
+                        prefetch=False, link_latency_ms=2.0, link_bandwidth_mb_s=20.0,
                         out=str(tmp_path_factory.mktemp("viz") / "edit-noprefetch")))
 
 
@@ -98,7 +90,6 @@ def test_exposed_part_of_async_collectives_is_the_wait(sync_run):
     assert blocks["overlapped"].all() and blocks["hidden"].sum() > 0
 
 
-@needs_edit
 def test_timeline_shows_what_prefetch_hides(edit_run, edit_no_prefetch):
     """With prefetch, unit l's sync is issued before unit l−1 computes and mostly hidden; without, it is not."""
     for run, prefetch in ((edit_run, True), (edit_no_prefetch, False)):
@@ -151,7 +142,6 @@ def _sampled(path, rank: int, dt: float = 2e-5) -> dict[str, float]:
     return {"comm_s": flight.sum() * dt, "hidden_s": (flight & work & ~blocked).sum() * dt}
 
 
-@needs_edit
 def test_hidden_time_is_the_intersection_of_communication_and_compute(edit_run):
     """On a real EDiT run over a slow link, the hidden time the lab reports is the overlap of each rank's
     collectives with its own compute, as read straight from events-rank*.jsonl."""
@@ -166,7 +156,6 @@ def test_hidden_time_is_the_intersection_of_communication_and_compute(edit_run):
 
 
 # ---------------------------------------------------------------- penalty, stragglers, losses, memory
-@needs_edit
 def test_penalty_figure_marks_the_recorded_outliers(edit_run):
     fig = penalty_figure(edit_run)
     records = edit_run.penalty
@@ -196,7 +185,6 @@ def test_straggler_figure_against_the_capacity_bound(sync_run, tmp_path):
     assert rounds["local_steps"].tolist() == [1] * (sync_run.config.steps * 2)  # synchronous: every step
 
 
-@needs_edit
 def test_losses_memory_and_comparison_of_real_runs(sync_run, edit_run):
     fig = loss_figure([sync_run, edit_run])
     assert fig.layout.meta["runs"] == [A.run_label(sync_run), A.run_label(edit_run)]
@@ -277,7 +265,7 @@ def test_straggler_lab_launches_and_redraws(tmp_path):
     assert lab.error is None, lab.error
     cfg = lab.last_run.config
     assert (cfg.method, cfg.straggler_replicas, cfg.straggler_factor) == ("sync", (1,), 2.0)
-    assert (cfg.link_bandwidth_mbps, cfg.link_latency_ms) == (20.0, 1.0)
+    assert (cfg.link_bandwidth_mb_s, cfg.link_latency_ms) == (20.0, 1.0)
     assert lab.progress.value == 3 and lab.progress.bar_style == "success"
     tl = lab.figures["timeline"]
     assert sorted(tl.layout.meta["lanes"]) == ["0", "1"]
@@ -287,13 +275,11 @@ def test_straggler_lab_launches_and_redraws(tmp_path):
     assert len(lab.figure_widgets["timeline"].data) == len(tl.data)
     first_stragglers = lab.figures["stragglers"]
 
-    other = "edit" if "edit" in method_registry() else "post_local_sgd"
-    lab.set(method=other, slow_factor=1.0)
+    lab.set(method="edit", slow_factor=1.0)
     lab.click()
     assert lab.error is None, lab.error
-    assert lab.last_run.config.method == other and lab.last_run.config.straggler_replicas == ()
+    assert lab.last_run.config.method == "edit" and lab.last_run.config.straggler_replicas == ()
     assert lab.figures["stragglers"] is not first_stragglers
     assert len(lab.figures["stragglers"].layout.meta["runs"]) == 2  # the two presses, compared
     assert len(lab.figures["loss"].layout.meta["runs"]) == 2
-    if other == "edit":
-        assert lab.figures["penalty"].layout.meta.get("syncs", 0) >= 1
+    assert lab.figures["penalty"].layout.meta.get("syncs", 0) >= 1

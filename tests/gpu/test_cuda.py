@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from edit_lab import ConfigError, launch
-from edit_lab.config import RunConfig
+from edit_lab.config import METHODS, RunConfig
 from edit_lab.worker import resolve_backend
 from tests.helpers import small
 
@@ -64,3 +64,30 @@ def test_bf16_and_cpu_offload_on_cuda(tmp_path):
     assert peak(offload) < peak(plain)  # anchor and momentum left the GPU
     a, b = plain.state_dict(), offload.state_dict()
     assert all(torch.allclose(a[k], b[k], atol=1e-6) for k in a)  # offloading moves state, not results
+
+
+@cuda
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_keeps_its_collectives_on_the_gpu(tmp_path, method):
+    """Every method's collective paths on CUDA (time budget, timed validations, penalty, prefetch, checkpoints):
+    `Comm` refuses any tensor off the GPU, so a CPU tensor fails here whatever the backend. With two GPUs or
+    more the two ranks talk NCCL; on one GPU they share it over gloo with CPU copies (NCCL refuses that)."""
+    kw = dict(method=method, device="cuda", shards=1, replicas=2, time_budget=3.0, eval_every_s=1.0,
+              sync_period=0.2, warmup_steps=2, sync_interval=3, checksums=True, out=str(tmp_path / method))
+    if method != "co2":
+        kw["checkpoint_every"] = 2
+    run = launch(small(**kw))
+    assert run.summary["steps"] > 2 and [m for m in run.metrics if m["kind"] == "eval" and "at_s" in m]
+    if method != "sync":
+        assert [e for e in run.events if e["kind"] in ("sync_reduce", "param_average", "co2_reduce")]
+
+
+@cuda
+@pytest.mark.gpu
+def test_one_rank_on_nccl(tmp_path):
+    """A 1x1 run forced onto NCCL, possible on a single GPU: the process group, its subgroups with their timeout,
+    the start-time exchange, barriers, checkpoints and the run directory's gather all on NCCL."""
+    run = launch(small(method="edit", device="cuda", backend="nccl", shards=1, replicas=1, steps=8,
+                       checkpoint_every=1, out=str(tmp_path / "nccl")))
+    assert run.summary["steps"] == 8 and sorted((tmp_path / "nccl" / "checkpoints").glob("sync-*"))

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,8 @@ from pathlib import Path
 
 import psutil
 
+from tests.oracles.spawn import free_port  # the tests' one free-port helper (no port retries here)
+
 MARKER = "EDIT_LAB_UI_TEST"
 
 # JupyterLab settings for a quiet, deterministic page: no news or update toasts, and every cell
@@ -35,13 +36,6 @@ LAB_SETTINGS = {
                                                                          "checkForUpdates": False},
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
 }
-
-
-def free_port() -> int:
-    """A localhost port nobody listens on right now (the server is started with no port retries)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def marked_processes(marker_value: str) -> list[psutil.Process]:

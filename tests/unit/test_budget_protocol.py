@@ -24,6 +24,7 @@ class PairedComm:
     def __init__(self, shared: dict, replica: int) -> None:
         self.shared, self.replica = shared, replica
         self.mesh = SimpleNamespace(replicas=2, shards=1, replica=replica)
+        self.device = torch.device("cpu")  # where collective tensors live (`Comm.device`)
         self.calls: list[tuple[str, int]] = []
 
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, group: str, kind: str = "all_gather", **_) -> None:

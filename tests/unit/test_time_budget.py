@@ -36,8 +36,8 @@ def test_step_validations_keep_their_step_and_come_in_time_order():
 
 
 @pytest.mark.parametrize("field, value, allowed", [
-    ("time_budget", -1.0, "a number >= 0.0"),
-    ("eval_every_s", -0.5, "a number >= 0.0"),
+    ("time_budget", -1.0, "a finite number >= 0"),
+    ("eval_every_s", -0.5, "a finite number >= 0"),
 ])
 def test_budget_fields_are_validated(field, value, allowed):
     with pytest.raises(ConfigError, match=f"^{field}={value!r} is not allowed: {allowed}$"):

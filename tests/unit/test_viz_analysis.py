@@ -113,8 +113,6 @@ def test_rounds_from_the_run_and_from_method_info(fake, tmp_path):
     rt2 = A.rounds_table(other)
     assert rt2[rt2["replica"] == 1]["local_steps"].tolist() == [3, 1]
     assert rt2[rt2["replica"] == 0]["end_step"].tolist() == [3, 4]
-    third = Run(F.make_fake_run(tmp_path / "dict", method_info={"local_steps": {"0": [4], "1": [2]}}))
-    assert A.rounds_table(third)["local_steps"].tolist() == [4, 2]
 
 
 def test_penalty_table(fake):

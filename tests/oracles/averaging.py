@@ -28,11 +28,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .config import RunConfig
-from .data import Corpus, load_corpus, train_batch
-from .model import build_model
-from .reference import run_processes
-from .worker import configure_cpu
+from edit_lab.config import RunConfig
+from edit_lab.data import Corpus, load_corpus, train_batch
+from edit_lab.model import build_model
+from edit_lab.worker import configure_cpu, make_optimizer
+
+from .spawn import run_processes
 
 
 def averaging_steps(cfg: RunConfig) -> list[int]:
@@ -46,12 +47,6 @@ def _replica_batch(corpus: Corpus, cfg: RunConfig, step: int, replica: int) -> t
     return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
 
-def _optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
-    if cfg.inner_optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
-    return torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-
-
 def _replica_process(cfg: RunConfig, replica: int, port: int, out: Path) -> None:
     from torch.distributed.algorithms.model_averaging import averagers
     from torch.distributed.algorithms.model_averaging import utils as averaging_utils
@@ -62,7 +57,7 @@ def _replica_process(cfg: RunConfig, replica: int, port: int, out: Path) -> None
                             timeout=datetime.timedelta(seconds=cfg.timeout_s))
     corpus = Corpus.from_bytes(load_corpus(cfg.data))
     model = build_model(cfg.model, cfg.seed)
-    opt = _optimizer(cfg, model.parameters())
+    opt = make_optimizer(cfg, list(model.parameters()))
     W, tau = cfg.warmup_steps, cfg.sync_interval
     averager = averagers.PeriodicModelAverager(period=tau, warmup_steps=W + tau - 1)
     losses: list[float] = []
@@ -90,14 +85,14 @@ def _replica_process(cfg: RunConfig, replica: int, port: int, out: Path) -> None
 
 
 def periodic_averaging(cfg: RunConfig, out: str | Path) -> dict[str, Any]:
-    """Run the reference in cfg.replicas fresh processes.
+    """Run the oracle in cfg.replicas fresh processes.
 
     Returns {"losses": [replica][step] training losses, "states": [replica] final state dicts (equal
     when the last average happened), "state": replica 0's, "averaging_steps": the steps after which
     it averaged}.
     """
     out = Path(out)
-    run_processes(cfg, out, "edit_lab.reference_averaging", "averaging_config.json", "--replica", cfg.replicas,
+    run_processes(cfg, out, "tests.oracles.averaging", "averaging_config.json", "--replica", cfg.replicas,
                   "periodic-averaging")
     losses = [json.loads((out / f"averaging-replica{r}.json").read_text())["losses"] for r in range(cfg.replicas)]
     states = [torch.load(out / f"averaging-replica{r}.pt", weights_only=True) for r in range(cfg.replicas)]

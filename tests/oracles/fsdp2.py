@@ -1,4 +1,4 @@
-"""Independent references our engine is checked against (tests) and timed against (benchmarks).
+"""Oracles our engine is checked against (tests) and timed against (benchmarks).
 
 - `single_process(cfg)`: one process, the full model, the global batch of every step (all ranks'
   micro-batches concatenated): what synchronous data parallel must equal, to float tolerance.
@@ -16,9 +16,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,21 +23,18 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from .config import RunConfig
-from .data import Corpus, load_corpus, train_batch, val_batches
-from .model import build_model, loss_fn
-from .worker import configure_cpu
+from edit_lab.config import RunConfig
+from edit_lab.data import Corpus, load_corpus, train_batch, val_batches
+from edit_lab.mesh import Mesh
+from edit_lab.model import build_model
+from edit_lab.worker import configure_cpu, make_optimizer
+
+from .spawn import run_processes
 
 
 def _global_batch(corpus: Corpus, cfg: RunConfig, step: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [train_batch(corpus, step, r, s, cfg.batch_size, cfg.seq_len, cfg.seed)
             for r in range(cfg.replicas) for s in range(cfg.shards)]
-
-
-def _optimizer(cfg: RunConfig, params) -> torch.optim.Optimizer:
-    if cfg.inner_optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
-    return torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
 
 
 def _train_step(cfg: RunConfig, model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
@@ -60,7 +54,7 @@ def single_process(cfg: RunConfig) -> dict[str, Any]:
     torch.manual_seed(cfg.seed)
     corpus = Corpus.from_bytes(load_corpus(cfg.data))
     model = build_model(cfg.model, cfg.seed)
-    opt = _optimizer(cfg, model.parameters())
+    opt = make_optimizer(cfg, list(model.parameters()))
     losses = []
     for step in range(cfg.steps):
         parts = _global_batch(corpus, cfg, step)
@@ -83,13 +77,13 @@ def _fsdp2_rank(cfg: RunConfig, rank: int, world: int, port: int, out: Path) -> 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=cfg.timeout_s))
     mesh = init_device_mesh("cpu", (cfg.replicas, cfg.shards), mesh_dim_names=("replica", "shard"))
-    replica, shard = rank // cfg.shards, rank % cfg.shards
+    replica, shard = Mesh.coords(rank, cfg.shards)
     corpus = Corpus.from_bytes(load_corpus(cfg.data))
     model = build_model(cfg.model, cfg.seed)
     for block in model.blocks:
         fully_shard(block, mesh=mesh, reshard_after_forward=cfg.reshard_after_forward)
     fully_shard(model, mesh=mesh)
-    opt = _optimizer(cfg, model.parameters())
+    opt = make_optimizer(cfg, list(model.parameters()))
     losses, times = [], []
     dist.barrier()
     for step in range(cfg.steps):
@@ -106,30 +100,10 @@ def _fsdp2_rank(cfg: RunConfig, rank: int, world: int, port: int, out: Path) -> 
     dist.destroy_process_group()
 
 
-def run_processes(cfg: RunConfig, out: Path, module: str, config_name: str, index_flag: str, n: int,
-                  what: str) -> None:
-    """Start `n` fresh `python -m module` processes (index 0..n-1 under `index_flag`) that rendezvous on a
-    free local port, and wait for all of them; the references write their results into `out`."""
-    import socket
-
-    out.mkdir(parents=True, exist_ok=True)
-    (out / config_name).write_text(cfg.to_json())
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = dict(os.environ, OMP_NUM_THREADS=str(cfg.threads))
-    procs = [subprocess.Popen([sys.executable, "-m", module, "--config", str(out / config_name), index_flag, str(i),
-                               "--port", str(port), "--out", str(out)], env=env)
-             for i in range(n)]
-    codes = [p.wait(timeout=600) for p in procs]
-    if any(codes):
-        raise RuntimeError(f"{what} reference failed with exit codes {codes}")
-
-
 def fsdp2(cfg: RunConfig, out: str | Path) -> dict[str, Any]:
     """Run FSDP2 HSDP in cfg.world_size fresh processes; returns losses (mean over ranks), step times, state."""
     out = Path(out)
-    run_processes(cfg, out, "edit_lab.reference", "fsdp2_config.json", "--rank", cfg.world_size, "FSDP2")
+    run_processes(cfg, out, "tests.oracles.fsdp2", "fsdp2_config.json", "--rank", cfg.world_size, "FSDP2")
     per_rank = [json.loads((out / f"fsdp2-rank{r}.json").read_text()) for r in range(cfg.world_size)]
     losses = [sum(pr["losses"][i] for pr in per_rank) / len(per_rank) for i in range(cfg.steps)]
     step_times = [max(pr["step_times"][i] for pr in per_rank) for i in range(cfg.steps)]

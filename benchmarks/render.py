@@ -1,0 +1,182 @@
+"""Every README table that a result file backs, rendered from `benchmarks/results/`.
+
+    python benchmarks/render.py                  # print each table (markdown) under its name
+    python benchmarks/render.py aedit_loss       # one table
+    python benchmarks/render.py --check README.md    # exit 1 when a marked README table differs
+    python benchmarks/render.py --update README.md   # rewrite the marked tables in place
+
+In the README a rendered table follows a marker line `<!-- rendered: NAME -->` (NAME a key of `TABLES`);
+the table is the block of `|` lines right after it. A table without a marker is typed by hand: its
+section says which measurement it comes from and why there is no result file for it (`UNRENDERED`).
+The check is a unit test (tests/unit/test_benchmark_tables.py), so a README figure and its result file
+cannot drift apart silently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from results_io import RESULTS, read_result  # noqa: E402
+
+MARKER = re.compile(r"^<!-- rendered: ([a-z0-9_]+) -->\s*$")
+
+
+@dataclass(frozen=True)
+class Table:
+    """One README table: the result files it is made of (in the README's row order) and how."""
+
+    files: tuple[str, ...]
+    render: Callable[[list[dict]], list[str]]
+
+
+def _aedit_loss(results: list[dict]) -> list[str]:
+    from aedit_loss import render_files
+
+    return render_files(results)
+
+
+def _engine_vs_fsdp2(results: list[dict]) -> list[str]:
+    from engine_vs_fsdp2 import table_of_result
+
+    (data,) = results
+    return table_of_result(data).splitlines()
+
+
+def _binder_memory(results: list[dict]) -> list[str]:
+    from binder_memory import table
+
+    return table(results)
+
+
+def _preview_vs_real(results: list[dict]) -> list[str]:
+    from preview_vs_real import table_lines
+
+    (data,) = results
+    return table_lines(data)
+
+
+def _preview_vs_real(results: list[dict]) -> list[str]:
+    from preview_vs_real import render as render_one
+
+    (data,) = results
+    return [line for line in render_one(data).splitlines() if line.startswith("|")]  # its head line is prose
+
+
+TABLES: dict[str, Table] = {
+    "aedit_loss": Table(("aedit_loss.json", "aedit_loss_step_weighting.json", "aedit_loss_no_softmax.json",
+                         "aedit_loss_weight_per_step.json", "aedit_loss_period5.json", "aedit_loss_period20.json",
+                         "aedit_loss_budget40.json", "aedit_loss_slow_link.json",
+                         "aedit_loss_slow_link_step_weighting.json"), _aedit_loss),
+    "engine_vs_fsdp2": Table(("engine_vs_fsdp2.json",), _engine_vs_fsdp2),
+    "binder_memory": Table(("binder_memory.json",), _binder_memory),
+    "preview_vs_real": Table(("preview_vs_real.json",), _preview_vs_real),
+    "preview_vs_real": Table(("preview_vs_real.json",), _preview_vs_real),
+}
+
+#: README tables still typed by hand, and why (their benchmarks now write result files; the next run fills them).
+UNRENDERED = {
+    "edit_overlap": "deep model, 44 steps × 3 methods and a 600-step loss part: too long to re-run on a shared machine",
+    "penalty_defaults": "a selection of rows of a replay; benchmarks/results/penalty_defaults.json predates it",
+    "penalty": "measured with the detector defaults before D10; re-running changes what the section describes",
+    "stragglers": "2 meshes × 3 scenarios × 6 runs × repeats: too long to re-run on a shared machine",
+    "engine_vs_fsdp2": "writes engine_vs_fsdp2.json now; not re-run: the machine was shared (load 10-30)",
+    "notebooks": "timings of `make notebooks`, not a benchmark script",
+}
+
+
+def render(name: str) -> list[str]:
+    table = TABLES[name]
+    missing = [f for f in table.files if not (RESULTS / f).exists()]
+    if missing:
+        raise FileNotFoundError(f"{name}: no result file {', '.join(missing)} under benchmarks/results/")
+    return table.render([read_result(RESULTS / f) for f in table.files])
+
+
+def marked_tables(text: str) -> list[tuple[str, int, int]]:
+    """(name, first line, end line) of every table following a marker in `text` (0-based, end exclusive)."""
+    lines = text.splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        m = MARKER.match(line)
+        if m:
+            start = end = i + 1
+            while end < len(lines) and lines[end].startswith("|"):
+                end += 1
+            out.append((m.group(1), start, end))
+    return out
+
+
+def check(readme: Path) -> list[str]:
+    """One line per marked table of `readme` that is not what its result files render (empty: all equal)."""
+    lines = readme.read_text().splitlines()
+    problems = []
+    for name, start, end in marked_tables(readme.read_text()):
+        if name not in TABLES:
+            problems.append(f"{readme.name}: unknown table {name!r} (known: {', '.join(TABLES)})")
+            continue
+        try:
+            want = render(name)
+        except FileNotFoundError as e:
+            problems.append(str(e))
+            continue
+        have = lines[start:end]
+        if have != want:
+            diff = [f"  line {start + 1 + k}: README {h!r}\n    rendered {w!r}"
+                    for k, (h, w) in enumerate(zip(have, want)) if h != w][:3]
+            count = f" ({len(have)} rows in the README, {len(want)} rendered)" if len(have) != len(want) else ""
+            problems.append(f"{readme.name}: table {name!r} differs from its result files{count}\n" + "\n".join(diff))
+    return problems
+
+
+def update(readme: Path) -> int:
+    """Rewrite every marked table of `readme` from its result files; returns how many changed."""
+    lines = readme.read_text().splitlines()
+    changed = 0
+    for name, start, end in reversed(marked_tables(readme.read_text())):
+        want = render(name)
+        if lines[start:end] != want:
+            lines[start:end] = want
+            changed += 1
+    readme.write_text("\n".join(lines) + "\n")
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", metavar="NAME", help=f"tables: {', '.join(TABLES)} (default: all)")
+    ap.add_argument("--check", type=Path, metavar="README", help="compare the README's marked tables")
+    ap.add_argument("--update", type=Path, metavar="README", help="rewrite the README's marked tables")
+    args = ap.parse_args(argv)
+    unknown = [n for n in args.names if n not in TABLES]
+    if unknown:
+        ap.error(f"unknown table {unknown[0]!r}: one of {', '.join(TABLES)}")
+    if args.check:
+        problems = check(args.check)
+        print("\n".join(problems) if problems else f"{args.check.name}: every marked table equals its result files")
+        return 1 if problems else 0
+    if args.update:
+        print(f"{args.update.name}: {update(args.update)} table(s) rewritten")
+        return 0
+    for name in args.names or TABLES:
+        print(f"## {name} ({', '.join(TABLES[name].files)})\n")
+        try:
+            print("\n".join(render(name)) + "\n")
+        except FileNotFoundError as e:
+            print(f"({e})\n")
+    for name, why in UNRENDERED.items():
+        if name in TABLES and all((RESULTS / f).exists() for f in TABLES[name].files):
+            continue
+        print(f"## {name}: typed by hand ({why})\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

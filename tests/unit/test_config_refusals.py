@@ -1,0 +1,200 @@
+"""One configuration, one validator: every field declares its section, help and bounds; `validate()`
+refuses what a worker would, from those declarations and the cross-field rules; the CLI refuses in one
+line, quickly, before anything is created; the corpus check agrees with the real train/validation split."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from edit_lab.config import RENAMED, SECTIONS, ConfigError, RunConfig, field_hint, knobs
+from edit_lab.data import CHUNK, Corpus, check_corpus_file, corpus_problem, split_sizes, train_batch, val_batches
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def refusal(**kw) -> str:
+    with pytest.raises(ConfigError) as info:
+        RunConfig(**kw).validate()
+    return str(info.value)
+
+
+# ------------------------------------------------------------------------------------ the declarations
+def test_every_field_declares_a_section_and_help():
+    ks = knobs()
+    assert list(ks) == [f.name for f in dataclasses.fields(RunConfig)]
+    assert all(k.section in SECTIONS and len(k.help) > 5 for k in ks.values())
+    used = {k.section for k in ks.values()}
+    assert used == set(SECTIONS)  # no empty section in --help
+
+
+def _outside(name: str) -> list[float]:
+    """Values just outside the declared bounds of numeric field `name`."""
+    k, hint = knobs()[name], field_hint(name)
+    step = 1 if hint is int else 0.5
+    out = []
+    if k.ge is not None:
+        out.append(k.ge - step)
+    if k.gt is not None:
+        out.append(k.gt)
+    if k.le is not None:
+        out.append(k.le + step)
+    if k.lt is not None:
+        out.append(k.lt)
+    return out
+
+
+BOUNDED = [(n, v) for n in knobs() if field_hint(n) in (int, float) for v in _outside(n)]
+
+
+@pytest.mark.parametrize("name, value", BOUNDED)
+def test_each_declared_bound_is_refused_naming_the_field(name, value):
+    msg = refusal(**{name: value})
+    assert msg == f"{name}={value!r} is not allowed: {knobs()[name].allowed(field_hint(name))}"
+
+
+def test_bound_words_and_edges():
+    assert refusal(steps=0) == "steps=0 is not allowed: an integer >= 1"
+    assert refusal(outer_momentum=1.0) == "outer_momentum=1.0 is not allowed: a number in [0, 1)"
+    assert refusal(random_pause_prob=1.5) == "random_pause_prob=1.5 is not allowed: a number in [0, 1]"
+    assert refusal(lr=0.0) == "lr=0.0 is not allowed: a finite number > 0"
+    RunConfig(outer_momentum=0.0, random_pause_prob=1.0, step_weight_mix=1.0, straggler_factor=1.0).validate()
+
+
+def test_types_nan_and_infinity():
+    assert "an integer" in refusal(steps=2.0)  # a float where an int is declared
+    assert refusal(prefetch=1) == "prefetch=1 is not allowed: true or false"
+    assert refusal(steps=True).startswith("steps=True")  # a bool is no integer here
+    assert refusal(lr=math.nan).startswith("lr=nan")
+    assert refusal(timeout_s=math.inf).startswith("timeout_s=inf")  # the launcher's store needs a finite timeout
+    assert refusal(time_budget=math.inf).startswith("time_budget=inf")
+    assert refusal(grad_clip=math.nan).startswith("grad_clip=nan")
+    RunConfig(spike_scale=math.nan).validate()  # declared: a non-finite spike is a lesson, not a typo
+    RunConfig(link_bandwidth_mb_s=math.inf).validate()
+    assert refusal(method="fedavg") == ("method='fedavg' is not allowed: one of sync, post_local_sgd, diloco, co2, "
+                                        "edit, aedit")
+    assert refusal(model="huge").startswith("model='huge' is not allowed: one of nano, tiny")
+    assert refusal(out=3) == "out=3 is not allowed: a path (text), or None"
+
+
+def test_cross_field_rules_each_once():
+    assert refusal(model="nano", seq_len=65) == "seq_len=65 is not allowed: at most 64 for model 'nano'"
+    assert refusal(replicas=2, corrupt_replica=2).startswith("corrupt_replica=2 is not allowed: -1 (none) or a "
+                                                            "replica index in 0..1")
+    assert refusal(straggler_replicas=(1.0,)).startswith("straggler_replicas=")
+    assert refusal(model="nano", spike_units=(3,)).startswith("spike_units=(3,) is not allowed: distinct unit "
+                                                             "indices in 0..2")
+    assert refusal(betas=(0.9, 1.0)) == "betas=(0.9, 1.0) is not allowed: two numbers in [0, 1)"
+    assert refusal(shards=2, replicas=2, fault_rank=4).startswith("fault_rank=4")
+    assert refusal(penalty_alpha=1.0).startswith("penalty_alpha=1.0 is not allowed: a number with 0 < alpha < 1")
+    assert refusal(method="aedit", sync_period=30.0, timeout_s=45.0).startswith("sync_period=30.0")
+    assert refusal(method="co2", checkpoint_every=1).startswith("checkpoint_every=1")
+
+
+# ------------------------------------------------------------------------------------ the corpus file
+@pytest.mark.parametrize("seq_len", [1, 32, 64, 1000, 1024])
+def test_corpus_check_agrees_with_the_real_split(seq_len):
+    """The smallest size the pure check accepts is exactly the smallest the real Corpus and batches take."""
+    msg = corpus_problem(10, seq_len)
+    need = int(msg.split("at least ")[1].split()[0])
+    assert corpus_problem(need, seq_len) is None and corpus_problem(need - 1, seq_len) is not None
+    corpus = Corpus.from_bytes((b"ab" * need)[:need])
+    assert (len(corpus.train), len(corpus.val)) == split_sizes(need)
+    train_batch(corpus, 0, 0, 0, 4, seq_len, 0)
+    val_batches(corpus, 2, 4, seq_len, 0)
+    one_less = (b"ab" * need)[:need - 1]
+    if split_sizes(need - 1) is None:
+        with pytest.raises(ValueError, match="too small"):
+            Corpus.from_bytes(one_less)
+        return
+    small = Corpus.from_bytes(one_less)  # big enough for the split, but one split cannot hold a window
+    failures = 0
+    for draw in (lambda: train_batch(small, 0, 0, 0, 4, seq_len, 0), lambda: val_batches(small, 2, 4, seq_len, 0)):
+        try:
+            draw()
+        except ValueError as e:
+            assert "split has" in str(e)
+            failures += 1
+    assert failures == 1
+
+
+def test_split_sizes_match_corpus_for_many_sizes():
+    for n in (19 * CHUNK + 1, 20 * CHUNK - 1, 20 * CHUNK, 20 * CHUNK + 7, 40 * CHUNK - 3, 41 * CHUNK):
+        c = Corpus.from_bytes(b"x" * n)
+        assert split_sizes(n) == (len(c.train), len(c.val)), n
+    assert split_sizes(19 * CHUNK) is None
+
+
+def test_data_file_refusals(tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_bytes(b"hello " * 100)
+    fine = tmp_path / "fine.txt"
+    fine.write_bytes(b"some text. " * 3000)
+    assert "there is no such file" in refusal(data=str(tmp_path / "nope.txt"))
+    assert "not a regular file" in refusal(data=str(tmp_path))
+    assert refusal(data=str(empty)).endswith("this one is empty")
+    assert refusal(data=str(tiny), seq_len=32).startswith(
+        f"data={str(tiny)!r} is not allowed: a corpus of at least 19489 bytes for seq_len=32 (this one has 600")
+    RunConfig(data=str(fine), seq_len=32).validate()
+    assert "at least" in refusal(data=str(fine), model="base100m", seq_len=1024)  # 33 kB: too small for 1024
+    if os.geteuid() != 0:  # root reads anything
+        locked = tmp_path / "locked.txt"
+        locked.write_bytes(b"x" * 30000)
+        locked.chmod(0)
+        assert "cannot be read" in check_corpus_file(locked, 32)
+
+
+# ------------------------------------------------------------------------------------ the old field name
+def test_old_bandwidth_name_still_loads(tmp_path):
+    assert RENAMED == {"link_bandwidth_mbps": "link_bandwidth_mb_s"}
+    assert RunConfig.from_dict({"link_bandwidth_mbps": 20.0}).link_bandwidth_mb_s == 20.0
+    assert RunConfig().replace(link_bandwidth_mbps=5.0).link_bandwidth_mb_s == 5.0
+    with pytest.raises(ConfigError, match="the same field"):
+        RunConfig.from_dict({"link_bandwidth_mbps": 1.0, "link_bandwidth_mb_s": 2.0})
+    for example in sorted((ROOT / "edit_lab" / "examples").glob("*/config.json")):
+        old = json.loads(example.read_text())
+        cfg = RunConfig.load(example)
+        assert cfg.link_bandwidth_mb_s == old.get("link_bandwidth_mbps", old.get("link_bandwidth_mb_s"))
+    assert "link_bandwidth_mbps" not in RunConfig().to_dict()
+    from edit_lab.__main__ import build_parser, config_from_args
+
+    args = build_parser().parse_args(["run", "--link-bandwidth-mbps", "20"])
+    assert config_from_args(args).link_bandwidth_mb_s == 20.0
+
+
+# ------------------------------------------------------------------------------------ the command line
+def cli(*args: str) -> tuple[subprocess.CompletedProcess, float]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "edit_lab", "run", *args], capture_output=True, text=True,
+                         timeout=60, env=env, cwd=ROOT)
+    return res, time.perf_counter() - t0
+
+
+@pytest.mark.parametrize("flags, field", [
+    (["--steps", "0"], "steps"),
+    (["--outer-momentum", "1"], "outer_momentum"),
+    (["--data", "EMPTY"], "data"),
+    (["--model", "nano", "--seq-len", "100"], "seq_len"),
+])
+def test_cli_refuses_in_one_line_before_anything_starts(tmp_path, flags, field):
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"")
+    out = tmp_path / "never"
+    res, took = cli(*[str(empty) if f == "EMPTY" else f for f in flags], "--out", str(out))
+    assert res.returncode == 2, res.stderr
+    assert took < 3.0
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"edit_lab: config error: {field}=")
+    assert "Traceback" not in res.stderr and res.stdout == ""
+    assert not out.exists()  # nothing was created, so no process was started
