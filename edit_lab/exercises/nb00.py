@@ -67,3 +67,19 @@ def check_all_gathers_per_step(answer: Any, model: str = "tiny", reshard_after_f
     return correct(f"Correct: {want} all-gathers per step: {units} in the forward (the root unit + {units - 1} blocks)"
                    + (f" and {units - 1} in the backward, one per block" if reshard_after_forward else "")
                    + "; the backward answers each unit with one reduce-scatter.")
+
+
+def check_gather_prediction(prediction: Any, measured: int, model: str, reshard_after_forward: bool = True) -> bool:
+    """Predict, then run: the all-gathers one rank issued in one step, against the reader's prediction.
+
+    Never raises: the notebook ships with no prediction written.
+    """
+    from . import compare_prediction
+
+    units = units_of(model)
+    why = (f"The forward gathers each of the {units} units once (the root unit + {units - 1} blocks)"
+           + (f"; the backward gathers each of the {units - 1} blocks again, because they were freed after their "
+              f"forward; the root unit is never freed." if reshard_after_forward else
+              "; with reshard_after_forward off nothing is gathered again in the backward."))
+    return compare_prediction(prediction, measured, what="all-gathers of one rank in one step", why=why,
+                              rel_tol=0.0)

@@ -1,7 +1,9 @@
-"""Checks for notebook 01 (synchronous data parallel): sync-group traffic per step, and what a straggler costs.
+"""Checks for notebook 01 (synchronous data parallel): an all-reduce built from two collectives, and what a
+straggler costs.
 
 Synchronous training all-reduces every gradient shard over the sync group every step, so the
-slowest replica sets everybody's pace: the others stand blocked in that all-reduce.
+slowest replica sets everybody's pace: the others stand blocked in that all-reduce. The sizes
+(`model_parameters`, `sharded_values`) are shared with the later notebooks' checks.
 """
 
 from __future__ import annotations
@@ -30,32 +32,6 @@ def sharded_values(model: str, shards: int) -> int:
     return sum(-(-n // shards) for n in units)
 
 
-def check_sync_bytes_per_step(answer: Any, model: str = "tiny", shards: int = 2) -> bool:
-    """Bytes one rank puts into the sync-group gradient all-reduce in one step of `sync`."""
-    if unanswered(answer, "sum the `bytes` of rank 0's grad_all_reduce events in one step, or: each rank "
-                          "all-reduces its gradient shard, P/S float32 values."):
-        return False
-    want = BYTES_PER_VALUE * sharded_values(model, shards)
-    assert abs(as_number(answer) - want) <= 0.001 * want, (
-        f"{answer} bytes is not it. Each rank holds 1/S of every unit; its gradient shard has the same size, "
-        f"and that shard (P/S = {sharded_values(model, shards):,} values of 4 bytes for {model}, S={shards}) "
-        f"is all-reduced over the sync group once per step.")
-    return correct(f"Correct: {want:,} bytes per rank per step (P/S·4). Every step, whatever τ: that is what "
-                   f"Local SGD will cut.")
-
-
-def check_wait_per_step(answer: Any, compute_ms: float = 40.0, factor: float = 2.0) -> bool:
-    """ms the fast replica stands blocked per step when the other replica is `factor`× slower (no comm time)."""
-    if unanswered(answer, "the all-reduce cannot finish before the slow replica joins it; the fast replica "
-                          "arrives early by the difference of the two step times."):
-        return False
-    want = (factor - 1.0) * compute_ms
-    assert abs(as_number(answer) - want) <= 0.01 * max(want, 1.0), (
-        f"{answer} ms is not it. The slow replica needs {factor:g}·{compute_ms:g} = {factor * compute_ms:g} ms "
-        f"per step, the fast one {compute_ms:g} ms; the fast one waits in the all-reduce for the difference.")
-    return correct(f"Correct: {want:g} ms of every step, on every rank of the fast replica.")
-
-
 def check_throughput_fraction(answer: Any, replicas: int = 8, factor: float = 3.0) -> bool:
     """Fraction of the straggler-free tokens/s that `sync` reaches with one replica `factor`× slower."""
     if unanswered(answer, "every step lasts as long as the slowest replica's step; the number of replicas "
@@ -68,3 +44,69 @@ def check_throughput_fraction(answer: Any, replicas: int = 8, factor: float = 3.
         f"{replicas} costs as much as all of them being slow.")
     return correct(f"Correct: 1/{factor:g} ≈ {want:.3f}, whether {replicas} replicas or 2: synchronous training "
                    f"runs at the slowest replica's pace.")
+
+
+# --- a code exercise: all-reduce = reduce-scatter, then all-gather ------------------------------------
+
+
+def reference_all_reduce_mean(grads: list) -> list:
+    """What the sync group's gradient all-reduce gives every rank: the element-wise mean of all inputs."""
+    import torch
+
+    mean = torch.stack([g.detach().to(torch.float64) for g in grads]).mean(0)
+    return [mean.clone() for _ in grads]
+
+
+def check_all_reduce_mean(fn: Any) -> bool:
+    """Does `fn(grads) -> list of tensors` give every rank the mean of `grads`, as the lab's all-reduce does?
+
+    Tried on groups of 2, 3 and 4 ranks with tensors whose length the group size divides. Never raises:
+    the notebook ships `fn` wrong on purpose; a wrong one prints "Not yet" with the reason, returns False.
+    """
+    import torch
+
+    from . import not_yet
+
+    gen = torch.Generator().manual_seed(0)
+    for ranks in (2, 3, 4):
+        grads = [torch.randn(4 * ranks, generator=gen, dtype=torch.float64) for _ in range(ranks)]
+        inputs = [g.clone() for g in grads]
+        want = reference_all_reduce_mean(grads)[0]
+        try:
+            got = fn(inputs)
+        except Exception as exc:  # the reader's code: any failure is an answer to explain, not a crash
+            return not_yet(f"your function raised {type(exc).__name__}: {exc}")
+        if not isinstance(got, (list, tuple)) or len(got) != ranks:
+            return not_yet(f"with {ranks} ranks, return a list of {ranks} tensors (one per rank), "
+                           f"not {type(got).__name__}"
+                           + (f" of length {len(got)}" if isinstance(got, (list, tuple)) else ""))
+        got = [torch.as_tensor(t, dtype=torch.float64).reshape(-1) for t in got]
+        if any(t.numel() != want.numel() for t in got):
+            return not_yet(f"every rank must receive the whole tensor ({want.numel()} values); you gave "
+                           f"{[t.numel() for t in got]}: an all-gather is missing after the reduce-scatter.")
+        if all(torch.allclose(t, g) for t, g in zip(got, grads)):
+            return not_yet("every rank still holds its own gradient: nothing was exchanged, and the replicas would "
+                           "take different optimizer steps and drift apart.")
+        total = torch.stack(grads).sum(0)
+        if all(torch.allclose(t, total) for t in got):
+            return not_yet(f"that is the sum over the {ranks} ranks; the lab averages (divides by the group size), "
+                           f"so the step does not grow with the number of replicas.")
+        if not all(torch.allclose(t, got[0]) for t in got):
+            return not_yet("the ranks disagree: after an all-reduce every rank holds the very same values.")
+        if not torch.allclose(got[0], want):
+            return not_yet(f"with {ranks} ranks rank 0 got {got[0][:3].tolist()} …, "
+                           f"the mean is {want[:3].tolist()} ….")
+    return correct("Correct: a reduce-scatter then an all-gather is an all-reduce. Each rank sends and receives "
+                   "about 2·(n−1)/n of the tensor, whatever the number of ranks n: that is how a ring all-reduce "
+                   "works.")
+
+
+def check_slowdown_prediction(prediction: Any, measured: float, factor: float) -> bool:
+    """Predict, then run: tokens/s with one replica `factor`× slower, as a fraction of the baseline's."""
+    from . import compare_prediction
+
+    why = (f"Every step lasts as long as the straggler's, so the fraction is near 1/{factor:g} = {1 / factor:.2f}; "
+           f"it comes out above that because only forward and backward compute are stretched, not the optimizer "
+           f"step or the shard group's traffic.")
+    return compare_prediction(prediction, measured, what="tokens/s with the straggler ÷ without", why=why,
+                              rel_tol=0.15)

@@ -1,16 +1,27 @@
 """Checks for notebook 04 (layer-wise sync and prefetch): what prefetch can hide, and what the link costs.
 
-The answers follow from two rules the notebook shows on real runs: on the simulated sync link a
+The answers follow from three rules the notebook shows on real runs: on the simulated sync link a
 transfer of n bytes takes `latency + n / bandwidth`, one transfer at a time (edit_lab.comm.LinkModel);
-and with prefetch, unit l+1's transfer is issued when unit l's sync starts, so it overlaps unit l's
-compute, while unit 0 has nothing before it to overlap with.
+with prefetch, unit l+1's transfer is issued when unit l's sync starts, so it overlaps unit l's
+compute, while unit 0 has nothing before it to overlap with; and a unit is all-gathered only once its
+own sync is done, so that every shard group gathers the parameters the outer step has just updated.
+
+A sync step's forward is written here as a *schedule*: a list of operations `(kind, unit)` with kind
+one of "issue" (start the unit's sync all-reduce), "wait" (block until it is done), "all_gather" and
+"compute". `schedule_problems` checks a schedule against the rule, `replay_exposed_ms` times it on an
+idealised link, and `recorded_schedule` reads the same list from a real run's events.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import as_number, correct, unanswered
+from . import as_number, correct, not_yet, unanswered
+
+#: One operation of a sync step's forward on one rank: (kind, unit).
+Op = tuple[str, int]
+OP_KINDS = ("issue", "wait", "all_gather", "compute")
 
 
 def transfer_ms(nbytes: int, latency_ms: float, bandwidth_mbps: float) -> float:
@@ -30,21 +41,6 @@ def exposed_ms(n_units: int, transfer: float, compute: float, prefetch: bool) ->
     if not prefetch:
         return n_units * transfer
     return transfer + (n_units - 1) * max(0.0, transfer - compute)
-
-
-def check_unhidden_unit(answer: Any) -> bool:
-    """Which unit's sync can prefetch never hide? (unit 0: the first one the forward meets)."""
-    if unanswered(answer, "prefetch issues unit l+1's transfer while unit l computes. Which unit has no unit "
-                          "before it? Look at the 'exposed (ms)' column of the prefetch-on table."):
-        return False
-    assert as_number(answer, "a unit number") == 0, (
-        f"unit {answer} is not it: its transfer was issued one unit early and overlapped the previous unit's "
-        f"compute. The forward starts with unit 0 (the root unit: embeddings, final norm, head), and nothing "
-        f"runs before it in the step, so its whole transfer is exposed.")
-    return correct("Correct: unit 0. It is the first unit of the forward pass, so there is no compute to hide "
-                   "its transfer behind. (Unit 1 fares little better on a real model: its transfer queues "
-                   "behind unit 0's on the link, and only the embedding lookup, a table read, runs before it. "
-                   "From unit 2 on, each transfer travels under the previous block's forward.)")
 
 
 def check_transfer_ms(answer: Any, nbytes: int = 99_072, latency_ms: float = 2.0,
@@ -76,3 +72,127 @@ def check_exposed_with_prefetch(answer: Any, n_units: int = 5, transfer: float =
     return correct(f"Correct: {transfer:g} + {n_units - 1}·({transfer:g} − {compute:g}) = {want:g} ms instead of "
                    f"{without:g} ms. Prefetch saves at most one unit's compute per unit: on a very slow link the "
                    f"transfers dominate either way.")
+
+
+# ------------------------------------------------------------------------- schedules of a sync step
+def schedule_problems(ops: Sequence[Op], n_units: int) -> list[str]:
+    """Why a schedule of one sync step's forward breaks EDiT's rule; an empty list when it keeps it.
+
+    Every unit must be issued, waited for, all-gathered and computed exactly once; its wait must come
+    after its issue and before its all-gather (else the shard group gathers parameters the outer step
+    has not updated yet), its all-gather before its compute, and the units computed in order 0, 1, …
+    """
+    seen: dict[tuple[str, int], int] = {}
+    problems = []
+    for i, (kind, unit) in enumerate(ops):
+        if kind not in OP_KINDS or not 0 <= unit < n_units:
+            problems.append(f"operation {i} ({kind!r}, {unit}) is not one of {OP_KINDS} on a unit 0…{n_units - 1}")
+        elif (kind, unit) in seen:
+            problems.append(f"unit {unit} is given {kind!r} twice")
+        else:
+            seen[(kind, unit)] = i
+    for unit in range(n_units):
+        missing = [k for k in OP_KINDS if (k, unit) not in seen]
+        if missing:
+            problems.append(f"unit {unit} has no {', '.join(missing)}")
+            continue
+        at = {k: seen[(k, unit)] for k in OP_KINDS}
+        if at["wait"] < at["issue"]:
+            problems.append(f"unit {unit}'s sync is waited for before it is issued")
+        if at["all_gather"] < at["wait"]:
+            problems.append(f"unit {unit} is all-gathered before its sync is done: the shard group would gather "
+                            f"parameters the outer step has not updated yet (sync before all-gather)")
+        if at["compute"] < at["all_gather"]:
+            problems.append(f"unit {unit} computes before it is all-gathered")
+        if unit and (("compute", unit - 1) in seen) and at["compute"] < seen[("compute", unit - 1)]:
+            problems.append(f"unit {unit} computes before unit {unit - 1}: the forward goes unit by unit")
+    return problems
+
+
+def replay_exposed_ms(ops: Sequence[Op], transfer: float, compute: float) -> float:
+    """Milliseconds a rank stands blocked on sync transfers when it runs `ops` in order (an idealised model).
+
+    The link carries one transfer at a time, in the order they are issued, each `transfer` ms; every
+    unit computes for `compute` ms; issuing and all-gathering take no time. A "wait" blocks until that
+    unit's transfer is done.
+    """
+    t = link_free = blocked = 0.0
+    done: dict[int, float] = {}
+    for kind, unit in ops:
+        if kind == "issue":
+            link_free = done[unit] = max(t, link_free) + transfer
+        elif kind == "wait":
+            blocked += max(0.0, done[unit] - t)
+            t = max(t, done[unit])
+        elif kind == "compute":
+            t += compute
+    return blocked
+
+
+def prefetch_schedule(n_units: int) -> list[Op]:
+    """The engine's order with prefetch: unit l+1's sync is issued as soon as unit l's starts."""
+    ops: list[Op] = [("issue", 0)]
+    for unit in range(n_units):
+        if unit + 1 < n_units:
+            ops.append(("issue", unit + 1))
+        ops += [("wait", unit), ("all_gather", unit), ("compute", unit)]
+    return ops
+
+
+def no_prefetch_schedule(n_units: int) -> list[Op]:
+    """Without prefetch: each unit's sync is issued and waited for right before its own all-gather."""
+    return [op for unit in range(n_units)
+            for op in (("issue", unit), ("wait", unit), ("all_gather", unit), ("compute", unit))]
+
+
+def recorded_schedule(events: Any) -> list[Op]:
+    """A real sync step's schedule, read from `analysis.events_table(run, steps=sync_step, ranks=[r])`.
+
+    issue = a unit's `sync_reduce` starts, wait = it completes, then the unit's first `all_gather` and
+    first `compute_fwd` (a unit is gathered again in the backward); sorted by time.
+    """
+    timed: list[tuple[float, int, Op]] = []
+    for unit, ev in events[events["unit"].notna()].groupby("unit"):
+        unit = int(unit)
+        sync = ev[ev["kind"] == "sync_reduce"]
+        if len(sync):
+            timed += [(float(sync["t0"].min()), 0, ("issue", unit)), (float(sync["t1"].max()), 1, ("wait", unit))]
+        for order, (kind, name) in enumerate((("all_gather", "all_gather"), ("compute_fwd", "compute")), start=2):
+            first = ev[ev["kind"] == kind]
+            if len(first):
+                timed.append((float(first["t0"].min()), order, (name, unit)))
+    return [op for *_, op in sorted(timed)]
+
+
+def check_schedule(schedule: Callable[[int], Sequence[Op] | None], n_units: int = 5, transfer: float = 7.0,
+                   compute: float = 3.0) -> bool:
+    """Replay `schedule(n_units)`: an AssertionError names the first broken rule; else the blocked ms are
+    printed against prefetch off, and a schedule that keeps the rule but hides nothing is 'not yet'."""
+    ops = schedule(n_units)
+    if ops is None:
+        return not_yet("the schedule returns None; return a list of (kind, unit) operations.")
+    problems = schedule_problems(list(ops), n_units)
+    assert not problems, problems[0]
+    blocked = replay_exposed_ms(ops, transfer, compute)
+    without = replay_exposed_ms(no_prefetch_schedule(n_units), transfer, compute)
+    best = replay_exposed_ms(prefetch_schedule(n_units), transfer, compute)
+    if blocked >= without:
+        return not_yet(f"the rule holds, but the rank stands blocked {blocked:g} ms per sync, as without prefetch "
+                       f"({without:g} ms): issue unit l+1's sync before unit l computes.")
+    return correct(f"The rule holds (every unit synced before it is gathered), and the rank stands blocked "
+                   f"{blocked:g} ms per sync instead of {without:g} ms without prefetch (the engine's order: "
+                   f"{best:g} ms).")
+
+
+def check_prediction_cheaper(prediction: Any, edit_ms: float, diloco_ms: float, setting: str) -> bool:
+    """Predict, then run: was EDiT's exposed sync time per sync below DiLoCo's? Prints the answer; never raises."""
+    cheaper = edit_ms < diloco_ms
+    measured = (f"{setting}: EDiT exposed {edit_ms:.1f} ms per sync, DiLoCo {diloco_ms:.1f} ms, so EDiT "
+                f"was {'cheaper' if cheaper else 'dearer'}.")
+    if prediction is None:
+        print(f"No prediction written. {measured}")
+        return False
+    if bool(prediction) == cheaper:
+        return correct(f"Your prediction holds. {measured}")
+    print(f"Not this time. {measured}")
+    return False

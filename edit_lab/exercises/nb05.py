@@ -1,4 +1,4 @@
-"""Checks for notebook 05 (the pseudo-gradient penalty): softmax weights, when the detector is armed, clipping.
+"""Checks for notebook 05 (the pseudo-gradient penalty): the reader's softmax weights, when the detector is armed, clipping.
 
 The reference values are computed with the library's own pure functions (edit_lab.penalty), the same
 ones every rank calls during a sync, and match docs/edit-method.md §8.
@@ -7,10 +7,10 @@ ones every rank calls during a sync, and match docs/edit-method.md §8.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import as_number, as_numbers, correct, unanswered
+from . import as_number, correct, not_yet, unanswered
 
 
 def first_armed_step(warmup: int, interval: int, arming: int) -> int:
@@ -22,20 +22,42 @@ def first_armed_step(warmup: int, interval: int, arming: int) -> int:
     return warmup + (arming + 1) * interval
 
 
-def check_softmax_weights(answer: Any, norms: Sequence[float] = (1.0, 2.0), temperature: float = 1.0) -> bool:
-    """Softmax weights over replicas of −G/T for the norms `norms` (no anomalous replica)."""
+def check_softmax_function(fn: Callable[[Sequence[float], float, Sequence[bool]], Sequence[float] | None]) -> bool:
+    """Test the reader's `fn(norms, temperature, anomalous)` against the library's `penalty.softmax_weights`.
+
+    Cases: two healthy replicas, a spike (0.3 against 80), an outlier among three, every replica an
+    outlier, and norms of 1000 and 1001, where exp(−G/T) underflows to 0 unless the smallest norm is
+    subtracted first (as the library does). A wrong weight raises AssertionError naming the case.
+    """
     from ..penalty import softmax_weights
 
-    if unanswered(answer, "w_r = exp(−G_r/T) / Σ_s exp(−G_s/T): the smaller norm gets the larger weight, and the "
-                          "weights sum to 1."):
-        return False
-    want = softmax_weights(list(norms), temperature, [False] * len(norms))
-    got = as_numbers(answer, len(want), "one weight per replica")
-    assert all(abs(g - w) <= 1e-3 for g, w in zip(got, want)), (
-        f"{got} is not it. exp(−1) = {math.exp(-1):.4f} and exp(−2) = {math.exp(-2):.4f}; divide each by their "
-        f"sum. (If your weights favour the replica with the larger norm, you used +G/T instead of −G/T.)")
-    return correct(f"Correct: {[round(w, 7) for w in want]}. The replica that moved less gets more say; an "
-                   f"outlier would get exactly 0 and the others would be renormalised.")
+    cases = [("two healthy replicas", [1.0, 2.0], 1.0, [False, False]),
+             ("a temperature of 0.5", [1.0, 2.0], 0.5, [False, False]),
+             ("a spiked replica", [0.3, 80.0], 1.0, [False, False]),
+             ("replica 1 flagged as an outlier", [0.3, 80.0, 0.35], 1.0, [False, True, False]),
+             ("every replica flagged", [1.0, 2.0], 1.0, [True, True]),
+             ("large norms, 1000 and 1001", [1000.0, 1001.0], 1.0, [False, False])]
+    for name, norms, t, anomalous in cases:
+        hint = (" exp(−1000) underflows to 0 and 0/0 is nan: subtract the smallest non-outlier norm from every "
+                "norm first (it changes no weight)." if "1000" in name else
+                " An outlier gets weight 0 and the others share 1; if every replica is an outlier, every weight "
+                "is 0." if any(anomalous) else " w_r = exp(−G_r/T) / Σ_s exp(−G_s/T).")
+        try:
+            got = fn(list(norms), t, list(anomalous))
+        except ZeroDivisionError:
+            raise AssertionError(f"{name}: your function divides by zero.{hint}") from None
+        if got is None:
+            return not_yet("your function returns None; return one weight per replica.")
+        want = softmax_weights(norms, t, anomalous)
+        try:
+            got = [float(g) for g in got]
+        except (TypeError, ValueError):
+            raise AssertionError(f"{name}: {got!r} is not a list of numbers") from None
+        assert len(got) == len(want), f"{name}: {len(got)} weights for {len(want)} replicas"
+        assert all(math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-9) for g, w in zip(got, want)), (
+            f"{name}: norms {norms}, T = {t:g}, outliers {anomalous}: your weights {got}, the library's {want}.{hint}")
+    return correct("Your softmax weights match edit_lab.penalty.softmax_weights in every case, the underflow "
+                   "included: the replica that moved less gets more say, an outlier gets nothing.")
 
 
 def check_first_armed_step(answer: Any, warmup: int = 4, interval: int = 2, arming: int = 4) -> bool:

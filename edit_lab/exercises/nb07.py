@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..mesh import Mesh
 from . import as_numbers, correct, unanswered
 
 
@@ -18,33 +19,53 @@ def torchrun_sizes(shards: int, replicas: int) -> tuple[int, int]:
 
 
 def machine_of_rank(rank: int, shards: int) -> tuple[int, int]:
-    """(GROUP_RANK, LOCAL_RANK) of a global rank when every machine runs `shards` processes."""
-    return rank // shards, rank % shards
+    """(GROUP_RANK, LOCAL_RANK) of a global rank when every machine runs `shards` processes: the mesh's
+    (replica, shard), `Mesh.coords`."""
+    return Mesh.coords(rank, shards)
+
+
+def _check_two_numbers(answer: Any, hint: str, want: tuple[int, int], wrong: str, right: str) -> bool:
+    """Both checks below: a hint while unanswered, else two numbers that must be `want`."""
+    if unanswered(answer, hint):
+        return False
+    got = tuple(as_numbers(answer, 2, "two numbers"))
+    assert got == want, f"{answer} is not it. {wrong}"
+    return correct(right)
 
 
 def check_torchrun_sizes(answer: Any, shards: int = 8, replicas: int = 4) -> bool:
     """(nnodes, nproc_per_node) for `--shards shards --replicas replicas`."""
-    if unanswered(answer, "one machine holds one replica, and a replica is S processes (its shard group)."):
-        return False
     want = torchrun_sizes(shards, replicas)
-    got = tuple(as_numbers(answer, 2, "two numbers"))
-    assert got == want, (
-        f"{answer} is not it. Each machine runs one replica, i.e. its {shards} shards: --nproc-per-node {shards}; "
-        f"there are {replicas} replicas: --nnodes {replicas}. (Swapped, every shard group would span machines "
-        f"and its all-gathers would cross the network at every unit of every step.)")
-    return correct(f"Correct: --nnodes {want[0]} --nproc-per-node {want[1]}: {want[0] * want[1]} processes, and "
-                   f"only the sync group's traffic leaves a machine.")
+    return _check_two_numbers(
+        answer, "one machine holds one replica, and a replica is S processes (its shard group).", want,
+        f"Each machine runs one replica, i.e. its {shards} shards: --nproc-per-node {shards}; there are {replicas} "
+        f"replicas: --nnodes {replicas}. (Swapped, every shard group would span machines and its all-gathers would "
+        f"cross the network at every unit of every step.)",
+        f"Correct: --nnodes {want[0]} --nproc-per-node {want[1]}: {want[0] * want[1]} processes, and only the sync "
+        f"group's traffic leaves a machine.")
 
 
 def check_machine_of_rank(answer: Any, rank: int = 21, shards: int = 8) -> bool:
     """(machine, local rank) of global rank `rank` with `shards` processes per machine."""
-    if unanswered(answer, "torchrun numbers ranks machine by machine: rank = GROUP_RANK·nproc_per_node + LOCAL_RANK."):
-        return False
     want = machine_of_rank(rank, shards)
-    got = tuple(as_numbers(answer, 2, "two numbers"))
-    assert got == want, (
-        f"{answer} is not it. Machine m runs ranks {shards}·m … {shards}·m + {shards - 1}; {rank} = "
-        f"{shards}·{rank // shards} + {rank % shards}.")
-    return correct(f"Correct: machine {want[0]}, local rank {want[1]} — replica {want[0]}, shard {want[1]} in the "
-                   f"mesh's words, so rank {rank}'s sync-group partners are the local ranks {want[1]} of the other "
-                   f"machines.")
+    return _check_two_numbers(
+        answer, "torchrun numbers ranks machine by machine: rank = GROUP_RANK·nproc_per_node + LOCAL_RANK.", want,
+        f"Machine m runs ranks {shards}·m … {shards}·m + {shards - 1}; {rank} = {shards}·{want[0]} + {want[1]}.",
+        f"Correct: machine {want[0]}, local rank {want[1]} — replica {want[0]}, shard {want[1]} in the mesh's words, "
+        f"so rank {rank}'s sync-group partners are the local ranks {want[1]} of the other machines.")
+
+
+def check_prediction_same_bits(prediction: Any, same: bool) -> bool:
+    """Predict, then run: were the torchrun run and the `launch()` run bit-for-bit equal? Never raises."""
+    why = ("Same configuration, same seeds, the same collectives in the same order on the same data: floating-point "
+           "sums in the same order give the same bits, whoever started the processes and however the cores were "
+           "shared. Only the timings differ." if same else
+           "They differ: something in the two runs was not the same (configuration, seeds, or the order of the "
+           "collectives); compare the two config.json files.")
+    if prediction is None:
+        print(f"No prediction written. Bit-for-bit equal: {same}. {why}")
+        return False
+    if bool(prediction) == same:
+        return correct(f"Your prediction holds: bit-for-bit equal is {same}. {why}")
+    print(f"Not this time: bit-for-bit equal is {same}. {why}")
+    return False

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -73,12 +74,59 @@ def test_imports_are_declared(nb):
                     f"{nb.name} imports {m}, which is neither edit_lab nor a declared dependency"
 
 
+def capstone_diagnoses() -> dict[str, list]:
+    from edit_lab.capstone import mysteries
+    from tests.capstone_solver import solve
+
+    return {letter: list(solve(run)) for letter, run in mysteries().items()}
+
+
 @pytest.mark.parametrize("nb", NBS, ids=lambda p: p.stem)
 def test_runs_under_papermill(nb, tmp_path):
     """Every cell runs, top to bottom, with the small parameters (papermill raises on the first cell that
     fails). Once: nbval on a saved-without-outputs notebook would only run every cell a second time."""
-    out, _ = execute(nb, tmp_path / "papermill", small_parameters(nb))
+    params = small_parameters(nb)
+    if nb.name.startswith("08"):  # the capstone checks its check cells with the diagnoses a program finds
+        params["DIAGNOSES"] = capstone_diagnoses()
+    out, _ = execute(nb, tmp_path / "papermill", params)
     data = json.loads(out.read_text())
     errors = [o for c in data["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors, errors[0].get("evalue")
+
+
+LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|href=\"([^\"]+)\"")
+
+
+def _relative_links(nb: Path) -> list[str]:
+    """Every relative link target in the notebook's markdown cells (web links and in-page anchors left out)."""
+    out = []
+    for cell in json.loads(nb.read_text())["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        for m in LINK.finditer("".join(cell["source"])):
+            target = m.group(1) or m.group(2)
+            if target.startswith(("http://", "https://", "mailto:", "#")):
+                continue
+            out.append(target)
+    return out
+
+
+@pytest.mark.parametrize("nb", NBS, ids=lambda p: p.stem)
+def test_relative_links_resolve(nb):
+    """Fast, nothing executed: a link from a notebook's text to a file (../docs/edit-method.md, the next
+    notebook) names a file that exists in the repository."""
+    broken = [t for t in _relative_links(nb) if not (nb.parent / t.split("#", 1)[0]).exists()]
+    assert not broken, f"{nb.name} links to missing files: {broken}"
+
+
+def test_the_link_finder_sees_markdown_links_and_anchors():
+    import tempfile
+
+    cell = {"cell_type": "markdown", "metadata": {}, "source": [
+        "See [the method](../docs/edit-method.md#4) and [next](01_x.ipynb \"title\"), <a href=\"a.md\">a</a>, "
+        "[web](https://example.org) and [here](#top)."]}
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "00_x.ipynb"
+        p.write_text(json.dumps({"cells": [cell]}))
+        assert _relative_links(p) == ["../docs/edit-method.md#4", "01_x.ipynb", "a.md"]

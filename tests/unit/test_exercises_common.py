@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from edit_lab.exercises import as_numbers
-from edit_lab.exercises.nb04 import check_unhidden_unit
-from edit_lab.exercises.nb05 import check_first_armed_step, check_softmax_weights
+from edit_lab.exercises.nb04 import check_transfer_ms
+from edit_lab.exercises.nb05 import check_clip_factor, check_first_armed_step
 from edit_lab.exercises.nb06 import check_aedit_round_steps
 from edit_lab.exercises.nb07 import check_machine_of_rank, check_torchrun_sizes
 
@@ -20,12 +20,12 @@ def test_as_numbers_reads_lists_and_tuples_of_numbers():
 
 
 @pytest.mark.parametrize("check, answer", [
-    (check_softmax_weights, "0.73, 0.27"),  # a string, not a list
-    (check_softmax_weights, ["a", "b"]),
+    (check_clip_factor, "0.5, 0.5"),  # a string, not a number
+    (check_clip_factor, ["a", "b"]),
     (check_aedit_round_steps, [8, None]),
     (check_torchrun_sizes, 48),
     (check_machine_of_rank, ["two", "five"]),
-    (check_unhidden_unit, "the first"),
+    (check_transfer_ms, "seven"),
     (check_first_armed_step, "step twelve"),
 ])
 def test_a_malformed_answer_is_wrong_not_a_crash(check, answer):
@@ -35,6 +35,23 @@ def test_a_malformed_answer_is_wrong_not_a_crash(check, answer):
 
 def test_a_fraction_is_not_a_whole_unit_or_step():
     with pytest.raises(AssertionError):
-        check_unhidden_unit(0.7)  # int() would have truncated it to the right answer
+        check_first_armed_step(14.7)  # int() would have truncated it to the right answer
     with pytest.raises(AssertionError):
         check_machine_of_rank([2.9, 5], rank=21, shards=8)
+
+
+def test_compare_prediction_prints_and_never_raises(capsys):
+    from edit_lab.exercises import compare_prediction, not_yet
+
+    assert compare_prediction(10, 10.4, what="x", why="because.", rel_tol=0.05) is True
+    assert "matches" in capsys.readouterr().out
+    assert compare_prediction(5, 10.0, what="x", why="because.", rel_tol=0.05) is False
+    out = capsys.readouterr().out
+    assert "Not quite" in out and "because." in out
+    assert compare_prediction(9.8, 10.0, what="x", why="", rel_tol=0.0, abs_tol=0.5) is True
+    assert compare_prediction(None, 10.0, what="x", why="") is False
+    assert "No prediction" in capsys.readouterr().out
+    assert compare_prediction([1, 2], 10.0, what="x", why="") is False
+    assert "is not a number" in capsys.readouterr().out
+    assert not_yet("reason") is False
+    assert capsys.readouterr().out == "Not yet: reason\n"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from edit_lab.exercises.nb00 import check_all_gathers_per_step, check_rank, rank_of, units_of
+from edit_lab.exercises.nb00 import (check_all_gathers_per_step, check_gather_prediction, check_rank, rank_of,
+                                     units_of)
 from edit_lab.mesh import Mesh
 
 
@@ -43,3 +44,15 @@ def test_a_non_number_is_a_wrong_answer_not_a_crash():
         check_rank("replica 2")
     with pytest.raises(AssertionError):
         check_all_gathers_per_step([5])
+
+
+def test_check_gather_prediction_never_raises(capsys):
+    assert check_gather_prediction(9, 9, "tiny") is True
+    assert "match" in capsys.readouterr().out
+    assert check_gather_prediction(5, 9, "tiny") is False  # the forward only: said, not raised
+    out = capsys.readouterr().out
+    assert "Not quite" in out and "again" in out
+    assert check_gather_prediction(None, 9, "tiny") is False
+    assert "No prediction" in capsys.readouterr().out
+    assert check_gather_prediction("nine", 9, "tiny") is False
+    assert check_gather_prediction(5, 5, "tiny", reshard_after_forward=False) is True

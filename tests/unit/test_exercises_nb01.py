@@ -4,33 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from edit_lab.exercises.nb01 import (check_sync_bytes_per_step, check_throughput_fraction, check_wait_per_step,
-                                     model_parameters, sharded_values)
+import torch
+
+from edit_lab.exercises.nb01 import (check_all_reduce_mean, check_slowdown_prediction, check_throughput_fraction,
+                                     model_parameters, reference_all_reduce_mean, sharded_values)
 
 
 def test_sizes():
     assert model_parameters("tiny") == 230_976
     assert sharded_values("tiny", 2) == 115_488
     assert sharded_values("nano", 2) == 41_632 // 2
-
-
-def test_check_sync_bytes_per_step(capsys):
-    assert check_sync_bytes_per_step(None) is False
-    assert "Hint" in capsys.readouterr().out
-    assert check_sync_bytes_per_step(461_952) is True
-    assert check_sync_bytes_per_step(4 * 41_632 // 2, model="nano", shards=2) is True
-    with pytest.raises(AssertionError, match="all-reduced over the sync group"):
-        check_sync_bytes_per_step(4 * 230_976)  # the whole model: forgets the sharding
-    with pytest.raises(AssertionError):
-        check_sync_bytes_per_step(115_488)  # values, not bytes
-
-
-def test_check_wait_per_step():
-    assert check_wait_per_step(None) is False
-    assert check_wait_per_step(40) is True
-    assert check_wait_per_step(150.0, compute_ms=50.0, factor=4.0) is True
-    with pytest.raises(AssertionError, match="waits in the all-reduce"):
-        check_wait_per_step(80)  # the slow replica's whole step
 
 
 def test_check_throughput_fraction():
@@ -50,3 +33,40 @@ def test_sharded_values_match_the_engine_layout():
         assert model_parameters(model) == sum(p.numel() for u in units for p in u.parameters())
         for S in (1, 2, 3, 4):
             assert sharded_values(model, S) == sum(UnitLayout.of(u, S).shard_size for u in units)
+
+
+def _reduce_scatter_mean(tensors):
+    return list(torch.stack(tensors).mean(0).chunk(len(tensors)))
+
+
+def _all_gather(pieces):
+    return [torch.cat(pieces) for _ in pieces]
+
+
+def test_check_all_reduce_mean_passes_the_composition_and_explains_wrong_ones(capsys):
+    assert check_all_reduce_mean(lambda g: _all_gather(_reduce_scatter_mean(g))) is True
+    assert "Correct" in capsys.readouterr().out
+    wrong = {
+        "own gradient": lambda g: [x.clone() for x in g],  # what the notebook ships
+        "sum over": lambda g: [torch.stack(g).sum(0) for _ in g],
+        "all-gather is missing": _reduce_scatter_mean,
+        "disagree": lambda g: [torch.stack(g).mean(0) + i for i in range(len(g))],
+        "raised ZeroDivisionError": lambda g: 1 / 0,
+        "return a list": lambda g: torch.stack(g).mean(0),
+    }
+    for why, fn in wrong.items():
+        assert check_all_reduce_mean(fn) is False, why
+        out = capsys.readouterr().out
+        assert out.startswith("Not yet") and why in out, (why, out)
+
+
+def test_reference_all_reduce_is_what_the_lab_averages():
+    grads = [torch.tensor([1.0, 3.0]), torch.tensor([3.0, 5.0])]
+    assert all(torch.equal(t, torch.tensor([2.0, 4.0], dtype=torch.float64)) for t in reference_all_reduce_mean(grads))
+
+
+def test_check_slowdown_prediction(capsys):
+    assert check_slowdown_prediction(0.55, 0.56, 2.0) is True
+    assert check_slowdown_prediction(0.9, 0.56, 2.0) is False  # as if the straggler cost nothing
+    assert "1/2 = 0.50" in capsys.readouterr().out
+    assert check_slowdown_prediction(None, 0.56, 2.0) is False

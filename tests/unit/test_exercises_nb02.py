@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from edit_lab.exercises.nb02 import (bytes_per_step, check_bytes_per_step, check_first_sync_step,
-                                     check_nesterov_factor, first_model_sync, nesterov_first_step)
+from edit_lab.exercises.nb02 import (check_bytes_ratio_prediction, check_first_sync_step, check_outer_step,
+                                     first_model_sync, nesterov_first_step)
 from edit_lab.methods.local_sgd import is_anchor_step, is_sync_step
 from edit_lab.outer import OuterState
 
@@ -19,15 +19,6 @@ def test_nesterov_factor_is_what_the_outer_optimizer_does():
         outer.step(0, delta)
         assert torch.allclose(outer.anchors[0].detach(), -nesterov_first_step(lr, mu) * delta, atol=1e-6)
     assert nesterov_first_step(0.7, 0.8) == pytest.approx(1.26)
-
-
-def test_check_nesterov_factor(capsys):
-    assert check_nesterov_factor(None) is False
-    assert "Hint" in capsys.readouterr().out
-    assert check_nesterov_factor(1.33) is True
-    assert check_nesterov_factor(1.26, momentum=0.8) is True
-    with pytest.raises(AssertionError, match="lr·\\(1\\+μ\\)"):
-        check_nesterov_factor(0.7)  # plain SGD, momentum forgotten
 
 
 def test_first_sync_matches_the_schedule():
@@ -44,10 +35,32 @@ def test_check_first_sync_step():
         check_first_sync_step(3)  # the anchor creation
 
 
-def test_check_bytes_per_step():
-    assert bytes_per_step("tiny", 2, 10) == pytest.approx(46_195.2)
-    assert check_bytes_per_step(None) is False
-    assert check_bytes_per_step(46_195) is True
-    assert check_bytes_per_step(4 * 41_632 / 2 / 4, model="nano", shards=2, interval=4) is True
-    with pytest.raises(AssertionError, match="once every"):
-        check_bytes_per_step(461_952)  # what sync sends per step
+def _nesterov(anchor, delta_bar, buf, lr, momentum):
+    buf = momentum * buf + delta_bar
+    return anchor - lr * (delta_bar + momentum * buf), buf
+
+
+def _heavy_ball(anchor, delta_bar, buf, lr, momentum):  # what the notebook ships (CO2's step)
+    buf = momentum * buf + delta_bar
+    return anchor - lr * buf, buf
+
+
+def test_check_outer_step_against_outer_state(capsys):
+    assert check_outer_step(_nesterov) is True
+    assert check_outer_step(_nesterov, lr=1.0, momentum=0.9) is True
+    assert "Correct" in capsys.readouterr().out
+    assert check_outer_step(_heavy_ball) is False
+    assert "heavy-ball" in capsys.readouterr().out
+    assert check_outer_step(lambda a, d, b, lr, mu: (a - lr * d, b)) is False
+    assert "plain SGD" in capsys.readouterr().out
+    assert check_outer_step(lambda a, d, b, lr, mu: (a + lr * d, b)) is False  # the wrong sign
+    assert "Not yet: after step 1" in capsys.readouterr().out
+    assert check_outer_step(lambda a, d, b, lr, mu: a) is False  # not a pair: explained, not raised
+    assert "raised" in capsys.readouterr().out
+
+
+def test_check_bytes_ratio_prediction(capsys):
+    assert check_bytes_ratio_prediction(10, 10.0, 10) is True
+    assert check_bytes_ratio_prediction(1, 10.0, 10) is False
+    assert "Not quite" in capsys.readouterr().out
+    assert check_bytes_ratio_prediction(None, 10.0, 10) is False

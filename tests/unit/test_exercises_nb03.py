@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
-
-from edit_lab.exercises.nb03 import check_method_state_bytes, check_sync_group, method_state_bytes, sync_group
+from edit_lab.exercises.nb03 import check_state_prediction, check_sync_group_fn, sync_group
 from edit_lab.mesh import Mesh
 
 
@@ -14,29 +12,22 @@ def test_sync_group_matches_the_mesh():
         assert sync_group(rank, 4, 3) == mesh.sync_group_ranks()
 
 
-def test_check_sync_group(capsys):
-    assert check_sync_group(None) is False
-    assert "Hint" in capsys.readouterr().out
-    assert check_sync_group([2, 6, 10]) is True
-    assert check_sync_group((10, 2, 6)) is True  # order does not matter
-    assert check_sync_group([1, 3], rank=3, shards=2, replicas=2) is True
-    with pytest.raises(AssertionError, match="shard 2 of each"):
-        check_sync_group([4, 5, 6, 7])  # the shard group
+def test_check_sync_group_fn_against_the_mesh(capsys):
+    assert check_sync_group_fn(lambda rank, S, R: [r * S + rank % S for r in range(R)]) is True
+    assert check_sync_group_fn(sync_group) is True
+    assert "Correct" in capsys.readouterr().out
+    # what the notebook ships: the shard group
+    assert check_sync_group_fn(lambda rank, S, R: [rank // S * S + s for s in range(S)]) is False
+    assert "shard group" in capsys.readouterr().out
+    # the transposed numbering (rank = shard·R + replica)
+    assert check_sync_group_fn(lambda rank, S, R: [rank % S * R + r for r in range(R)]) is False
+    assert "the mesh says" in capsys.readouterr().out
+    assert check_sync_group_fn(lambda rank, S, R: None) is False  # not iterable: explained, not raised
+    assert "raised TypeError" in capsys.readouterr().out
 
 
-def test_check_method_state_bytes():
-    assert method_state_bytes("small", 4) == 2 * 4 * 4_877_568 // 4 == 9_755_136
-    assert check_method_state_bytes(None) is False
-    assert check_method_state_bytes(9_755_136) is True
-    assert check_method_state_bytes(2 * 4 * 230_976 // 2, model="tiny", shards=2) is True
-    with pytest.raises(AssertionError, match="anchor and momentum are one copy each"):
-        check_method_state_bytes(2 * 4 * 4_877_568)  # unsharded DiLoCo
-    with pytest.raises(AssertionError):
-        check_method_state_bytes(4 * 4_877_568 // 4)  # the anchor alone
-
-
-def test_a_single_number_is_a_wrong_answer_not_a_crash():
-    with pytest.raises(AssertionError, match="not a list"):
-        check_sync_group(6)
-    with pytest.raises(AssertionError, match="not a number"):
-        check_method_state_bytes("9 MB")
+def test_check_state_prediction(capsys):
+    assert check_state_prediction(0.5, 0.5, 4) is True
+    assert check_state_prediction(2.0, 0.5, 4) is False  # unsharded DiLoCo's 2·P
+    assert "2/S = 2/4" in capsys.readouterr().out
+    assert check_state_prediction(None, 0.5, 4) is False

@@ -1,12 +1,15 @@
-"""Notebook 04's check cells: the unit prefetch cannot hide, one link transfer, blocked time with prefetch."""
+"""Notebook 04's check cells: one link transfer, blocked time with prefetch, the schedule of a sync step."""
 
 from __future__ import annotations
 
 import pytest
 
 from edit_lab.comm import LinkModel
-from edit_lab.exercises.nb04 import (check_exposed_with_prefetch, check_transfer_ms, check_unhidden_unit,
-                                     exposed_ms, transfer_ms)
+import pandas as pd
+
+from edit_lab.exercises.nb04 import (check_exposed_with_prefetch, check_prediction_cheaper, check_schedule,
+                                     check_transfer_ms, exposed_ms, no_prefetch_schedule, prefetch_schedule,
+                                     recorded_schedule, replay_exposed_ms, schedule_problems, transfer_ms)
 
 
 def test_transfer_ms_is_the_link_model_of_comm():
@@ -21,15 +24,6 @@ def test_exposed_ms_model():
     assert exposed_ms(5, 2.0, 3.0, prefetch=True) == 2.0  # a fast link: only unit 0 is exposed
     assert exposed_ms(1, 7.0, 3.0, prefetch=True) == 7.0
     assert exposed_ms(0, 7.0, 3.0, prefetch=True) == 0.0
-
-
-def test_check_unhidden_unit(capsys):
-    assert check_unhidden_unit(None) is False
-    assert "Hint" in capsys.readouterr().out
-    assert check_unhidden_unit(0) is True
-    assert "Correct" in capsys.readouterr().out
-    with pytest.raises(AssertionError, match="unit 0"):
-        check_unhidden_unit(4)  # the last unit is the one overlapped by the most compute before it
 
 
 def test_check_transfer_ms():
@@ -51,3 +45,58 @@ def test_check_exposed_with_prefetch():
         check_exposed_with_prefetch(35)  # prefetch off
     with pytest.raises(AssertionError):
         check_exposed_with_prefetch(7)  # only unit 0: the link is one transfer at a time
+
+
+def test_replay_agrees_with_the_closed_form():
+    for n, x, c in ((5, 7.0, 3.0), (5, 2.0, 3.0), (1, 7.0, 3.0), (8, 4.0, 4.0), (3, 10.0, 1.0)):
+        assert replay_exposed_ms(prefetch_schedule(n), x, c) == pytest.approx(exposed_ms(n, x, c, prefetch=True))
+        assert replay_exposed_ms(no_prefetch_schedule(n), x, c) == pytest.approx(exposed_ms(n, x, c, prefetch=False))
+
+
+def test_schedule_problems_name_the_broken_rule():
+    assert schedule_problems(prefetch_schedule(5), 5) == []
+    assert schedule_problems(no_prefetch_schedule(5), 5) == []
+    gather_first = [("issue", 0), ("all_gather", 0), ("wait", 0), ("compute", 0)]
+    assert any("sync before all-gather" in p for p in schedule_problems(gather_first, 1))
+    backwards = [op for u in (1, 0) for op in (("issue", u), ("wait", u), ("all_gather", u), ("compute", u))]
+    assert any("computes before unit 0" in p for p in schedule_problems(backwards, 2))
+    assert any("has no wait" in p for p in schedule_problems([("issue", 0), ("all_gather", 0), ("compute", 0)], 1))
+    assert any("twice" in p for p in schedule_problems(prefetch_schedule(2) + [("issue", 1)], 2))
+    assert any("not one of" in p for p in schedule_problems([("send", 0)], 1))
+
+
+def test_check_schedule(capsys):
+    assert check_schedule(prefetch_schedule) is True
+    assert "23 ms per sync instead of 35 ms" in capsys.readouterr().out
+    assert check_schedule(no_prefetch_schedule) is False  # keeps the rule, hides nothing
+    assert "Not yet" in capsys.readouterr().out
+    assert check_schedule(lambda n: None) is False
+
+    def gather_before_sync(n):  # exercise 3's first change: the all-gather moved above the wait
+        ops = [("issue", 0)]
+        for u in range(n):
+            ops += ([("issue", u + 1)] if u + 1 < n else []) + [("all_gather", u), ("wait", u), ("compute", u)]
+        return ops
+    with pytest.raises(AssertionError, match="sync before all-gather"):
+        check_schedule(gather_before_sync)
+
+
+def test_recorded_schedule_reads_events_in_time_order():
+    rows = [("sync_reduce", 0, 0.0, 5.0), ("sync_reduce", 1, 0.1, 9.0), ("all_gather", 0, 5.0, 5.5),
+            ("compute_fwd", 0, 5.5, 8.0), ("all_gather", 1, 9.0, 9.5), ("compute_fwd", 1, 9.5, 12.0),
+            ("all_gather", 1, 20.0, 20.5), ("compute_fwd", 0, 12.0, 13.0)]  # a backward re-gather, the head
+    ev = pd.DataFrame([{"kind": k, "unit": u, "t0": a, "t1": b} for k, u, a, b in rows])
+    ev.loc[len(ev)] = {"kind": "sync_decisions", "unit": None, "t0": -1.0, "t1": -0.5}  # no unit: ignored
+    ops = recorded_schedule(ev)
+    assert ops == [("issue", 0), ("issue", 1), ("wait", 0), ("all_gather", 0), ("compute", 0), ("wait", 1),
+                   ("all_gather", 1), ("compute", 1)]
+    assert schedule_problems(ops, 2) == []
+
+
+def test_check_prediction_cheaper(capsys):
+    assert check_prediction_cheaper(None, 50.0, 100.0, "here") is False
+    assert "EDiT exposed 50.0 ms" in capsys.readouterr().out
+    assert check_prediction_cheaper(True, 50.0, 100.0, "here") is True
+    assert check_prediction_cheaper(True, 80.0, 20.0, "there") is False
+    assert "dearer" in capsys.readouterr().out
+    assert check_prediction_cheaper(False, 80.0, 20.0, "there") is True

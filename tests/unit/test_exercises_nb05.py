@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import copy
+import math
 import json
 
 import pytest
 
-from edit_lab.exercises.nb05 import check_clip_factor, check_first_armed_step, check_softmax_weights, first_armed_step
+from edit_lab.exercises.nb05 import check_clip_factor, check_first_armed_step, check_softmax_function, first_armed_step
 from edit_lab.methods.local_sgd import is_sync_step
 from edit_lab.penalty import AnomalyDetector
 
@@ -27,17 +28,29 @@ def test_first_armed_step_matches_the_schedule_and_the_detector():
     assert armed_at == first_armed_step(W, tau, E)
 
 
-def test_check_softmax_weights(capsys):
-    assert check_softmax_weights(None) is False
-    assert "Hint" in capsys.readouterr().out
-    assert check_softmax_weights([0.7310586, 0.2689414]) is True
-    assert check_softmax_weights((0.7311, 0.2689)) is True
-    with pytest.raises(AssertionError, match=r"\+G/T"):
-        check_softmax_weights([0.2689, 0.7311])  # the sign of the exponent
-    with pytest.raises(AssertionError, match="one weight per replica"):
-        check_softmax_weights([1.0])
-    with pytest.raises(AssertionError):
-        check_softmax_weights([2 / 3, 1 / 3])  # proportional to 1/G, not a softmax
+def _shifted(norms, t, anomalous):
+    keep = [g for g, a in zip(norms, anomalous) if not a]
+    if not keep:
+        return [0.0] * len(norms)
+    e = [0.0 if a else math.exp(-(g - min(keep)) / t) for g, a in zip(norms, anomalous)]
+    return [v / sum(e) for v in e]
+
+
+def _naive(norms, t, anomalous):  # right but for the underflow: exp(-1000) is 0
+    e = [0.0 if a else math.exp(-g / t) for g, a in zip(norms, anomalous)]
+    return [v / sum(e) if sum(e) else 0.0 for v in e]
+
+
+def test_check_softmax_function(capsys):
+    assert check_softmax_function(lambda n, t, a: None) is False
+    assert "Not yet" in capsys.readouterr().out
+    assert check_softmax_function(_shifted) is True
+    with pytest.raises(AssertionError, match="1000 and 1001"):
+        check_softmax_function(_naive)  # exp(-1000) underflows: 0/0
+    with pytest.raises(AssertionError, match="two healthy replicas"):
+        check_softmax_function(lambda n, t, a: _shifted([-g for g in n], t, a))  # +G/T
+    with pytest.raises(AssertionError, match="flagged"):
+        check_softmax_function(lambda n, t, a: _shifted(n, t, [False] * len(n)))  # outliers ignored
 
 
 def test_check_first_armed_step():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from edit_lab.exercises.nb07 import check_machine_of_rank, check_torchrun_sizes, machine_of_rank, torchrun_sizes
+from edit_lab.exercises.nb07 import (check_machine_of_rank, check_prediction_same_bits, check_torchrun_sizes,
+                                     machine_of_rank, torchrun_sizes)
 
 
 def test_mapping_agrees_with_the_mesh_numbering():
@@ -33,3 +34,12 @@ def test_check_machine_of_rank():
     assert check_machine_of_rank([1, 0], rank=2, shards=2) is True
     with pytest.raises(AssertionError, match="21 = 8·2 \\+ 5"):
         check_machine_of_rank((5, 2))
+
+
+def test_check_prediction_same_bits(capsys):
+    assert check_prediction_same_bits(None, True) is False
+    assert "Bit-for-bit equal: True" in capsys.readouterr().out
+    assert check_prediction_same_bits(True, True) is True
+    assert check_prediction_same_bits(False, True) is False
+    assert "Not this time" in capsys.readouterr().out
+    assert check_prediction_same_bits(False, False) is True
