@@ -13,7 +13,7 @@ Every run is the lab's panel configuration (nano model, 2 shards × 2 replicas, 
 budget, so a prediction has to get the step counts right too, not only a step's time. The calibration
 run is made again at the end: the difference between the two is the machine's own drift, the floor of
 any comparison of timings made minutes apart. The last rows do
-the same with the three runs shipped in edit_lab/examples (recorded on a quiet laptop, nothing launched):
+the same with the three runs shipped in edit_lab/examples (recorded on an idle 2-core machine, nothing launched):
 the EDiT run calibrates, all three are predicted.
 
     python benchmarks/preview_vs_real.py [--budget 4] [--json preview_vs_real.json]
@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def example_rows() -> list[dict[str, Any]]:
-    """The same comparison on the runs shipped in edit_lab/examples (recorded on a quiet 2-core laptop): the
+    """The same comparison on the runs shipped in edit_lab/examples (recorded on an idle 2-core machine): the
     EDiT run calibrates, all three are predicted. No run is launched, so these rows do not depend on how
     busy this machine is."""
     from edit_lab.examples import example_runs

@@ -2,7 +2,9 @@
 
 Made by `python -m edit_lab.tools.make_examples` with the lab's default configuration (2 shards ×
 2 replicas, nano model, replica 1 twice as slow): the run directories without `model.pt` and
-`trace.json`, their event files gzipped. They are real runs, recorded on a 2-core laptop.
+`trace.json`, their event files gzipped. They are real runs, recorded on an idle 2-core machine.
+The capstone's three mystery runs (notebook 08, `edit_lab.capstone`) live here too, as
+`mystery-a`, `-b` and `-c`.
 """
 
 from __future__ import annotations
