@@ -12,6 +12,10 @@ One module per figure family, one colour table for all of them:
 
 Every function accepts a `Run`, a run directory or its path; the widgets and the report only
 re-filter and redraw these.
+
+The notebooks' own figures, from numbers they computed (import them from their modules):
+concepts.py (the method's arithmetic: schedules, the mesh, shards, outer state), prefetch.py
+(notebook 04's sync split and bandwidth sweep), sweeps.py (a τ sweep, a simulated cluster's links).
 """
 
 from .colors import kind_color, kind_label

@@ -42,6 +42,31 @@ def test_structure(nb):
     assert "exercise" in src or "question" in src
 
 
+@pytest.mark.parametrize("nb", NBS, ids=lambda p: p.stem)
+def test_course_shape(nb):
+    """What every lesson has (issue 16): a prediction the student writes before the run that settles it,
+    answers to open after trying, a Summary, and a way on."""
+    cells = json.loads(nb.read_text())["cells"]
+    md = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+    code = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+    assert any(re.search(r"^\w*predict\w*\s*=\s*(None|\{)", c, re.M) for c in code), "a prediction cell"
+    assert any(re.search(r"^\w*predict\w*\s*=\s*(None|\{)", c, re.M) and "predict" in md_before.lower()
+               for c, md_before in _code_with_preceding_markdown(cells)), "the prediction is asked for in the text"
+    assert sum(m.count("<details>") for m in md) >= 2 and all(m.count("<details>") == m.count("</details>") for m in md)
+    assert any(m.lstrip().startswith("## Summary") for m in md), "a Summary section"
+    assert re.search(r"\*\*Next:\*\*.*\]\(", md[-1], re.S), "the last cell says where to go next, with a link"
+
+
+def _code_with_preceding_markdown(cells: list[dict]) -> list[tuple[str, str]]:
+    out, last_md = [], ""
+    for c in cells:
+        if c["cell_type"] == "markdown":
+            last_md = "".join(c["source"])
+        else:
+            out.append(("".join(c["source"]), last_md))
+    return out
+
+
 def _declared_dependencies() -> set[str]:
     import tomllib
 
