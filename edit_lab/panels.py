@@ -35,10 +35,21 @@ from .run import Run
 from .viz.losses import loss_figure
 from .viz.penalty import penalty_figure
 from .viz.timeline import timeline_figure
-from .widgets import FigurePane, _failure, show_figure
+from .widgets import FigurePane, failure_html, show_figure
 
 SWITCHES = ("anomaly", "weighting", "clip")  # the pseudo-gradient penalty's defences, in the method page's order
 Switches = tuple[bool, bool, bool]  # (anomaly, weighting, clip): which defences are on
+
+
+def redrawn_panel(panel: Any, controls: list[W.Widget], *below: W.Widget) -> W.VBox:
+    """A row of `controls` (wrapping on a narrow notebook) above `below`; every control change calls
+    `panel.draw()`, which runs once now so the panel opens drawn."""
+    for w in controls:
+        w.observe(lambda _change: panel.draw(), names="value")
+    row = W.HBox(controls, layout=W.Layout(flex_flow="row wrap", width="100%", align_items="center"))
+    box = W.VBox([row, *below], layout=W.Layout(width="100%"))
+    panel.draw()
+    return box
 
 
 # ------------------------------------------------------------------------------ the penalty's switches
@@ -127,7 +138,7 @@ class PenaltySwitchPanel:
             self.run_for(self.key())
         except Exception as e:  # shown in the panel; the kernel goes on
             self.error = e
-            self.status.value = _failure(e)
+            self.status.value = failure_html(e)
             self.button.disabled = False
             return
         self.draw()
@@ -172,12 +183,7 @@ class PrefetchExplorer:
         self.numbers = W.HTML()
         self.figure: go.Figure = go.Figure()
         self.run: Run | None = None
-        for w in (self.bandwidth, self.prefetch):
-            w.observe(lambda _change: self.draw(), names="value")
-        self.widget = W.VBox([W.HBox([self.bandwidth, self.prefetch],
-                                     layout=W.Layout(flex_flow="row wrap", width="100%", align_items="center")),
-                              self.numbers, self.pane], layout=W.Layout(width="100%"))
-        self.draw()
+        self.widget = redrawn_panel(self, [self.bandwidth, self.prefetch], self.numbers, self.pane)
 
     def set(self, bandwidth: float | None = None, prefetch: bool | None = None) -> "PrefetchExplorer":
         """Move the slider and/or the toggle from code (the figure redraws)."""
@@ -225,9 +231,7 @@ class TauExplorer:
         self.note = W.HTML()
         self.pane = FigurePane()  # as wide as the notebook
         self.figure: go.Figure = go.Figure()
-        self.tau.observe(lambda _change: self.draw(), names="value")
-        self.widget = W.VBox([self.tau, self.note, self.pane], layout=W.Layout(width="100%"))
-        self.draw()
+        self.widget = redrawn_panel(self, [self.tau], self.note, self.pane)
 
     def set(self, tau: int) -> "TauExplorer":
         """Move the slider from code (the figure redraws)."""
@@ -264,12 +268,7 @@ class OuterStateCalculator:
         self.note = W.HTML()
         self.pane = FigurePane()
         self.figure: go.Figure = go.Figure()
-        for w in (self.model, self.shards):
-            w.observe(lambda _change: self.draw(), names="value")
-        self.widget = W.VBox([W.HBox([self.model, self.shards],
-                                     layout=W.Layout(flex_flow="row wrap", width="100%", align_items="center")),
-                              self.note, self.pane], layout=W.Layout(width="100%"))
-        self.draw()
+        self.widget = redrawn_panel(self, [self.model, self.shards], self.note, self.pane)
 
     def set(self, model: str | None = None, shards: int | None = None) -> "OuterStateCalculator":
         """Choose the model and/or S from code (the figure redraws)."""
@@ -330,12 +329,7 @@ class ClusterPlanner:
         self.gpus = W.IntSlider(value=gpus, min=1, max=8, description="GPUs per machine S")
         self.model = W.Dropdown(options=["nano", "tiny", "small", "base100m"], value=model, description="model")
         self.plan = W.HTML()
-        for w in (self.machines, self.gpus, self.model):
-            w.observe(lambda _change: self.draw(), names="value")
-        self.widget = W.VBox([W.HBox([self.machines, self.gpus, self.model],
-                                     layout=W.Layout(flex_flow="row wrap", width="100%", align_items="center")),
-                              self.plan], layout=W.Layout(width="100%"))
-        self.draw()
+        self.widget = redrawn_panel(self, [self.machines, self.gpus, self.model], self.plan)
 
     def set(self, machines: int | None = None, gpus: int | None = None, model: str | None = None) -> "ClusterPlanner":
         """Choose from code (the plan is rewritten)."""

@@ -209,11 +209,9 @@ class DetectorPlayground:
 
     def set(self, **values: Any) -> "DetectorPlayground":
         """Set controls from code: `pg.set(alpha=0.1, event="rise-both")` (the figure redraws)."""
-        ctl = self.controls()
-        for k, v in values.items():
-            if k not in ctl:
-                raise KeyError(f"no control {k!r}; controls: {', '.join(ctl)}")
-            ctl[k].value = v
+        from .widgets import set_controls
+
+        set_controls(self.controls(), values)
         return self
 
     def series(self) -> NormSeries:

@@ -53,7 +53,16 @@ def available_methods() -> list[str]:
     return list(METHODS)
 
 
-def _failure(e: BaseException, limit: int = 600) -> str:
+def set_controls(controls: dict[str, W.Widget], values: dict[str, Any]) -> None:
+    """Set a panel's controls by name from code (a test, a script); an unknown name is refused with the
+    known ones, so a typo does not pass silently."""
+    for k, v in values.items():
+        if k not in controls:
+            raise KeyError(f"no control {k!r}; controls: {', '.join(controls)}")
+        controls[k].value = v
+
+
+def failure_html(e: BaseException, limit: int = 600) -> str:
     """A failure for the status line: escaped (a traceback holds '<'), and cut to its last lines."""
     text = f"{type(e).__name__}: {e}"
     if len(text) > limit:
@@ -201,11 +210,7 @@ class StragglerLab:
 
     def set(self, **values: Any) -> "StragglerLab":
         """Set controls from code: `lab.set(method="edit", slow_factor=2.0)`."""
-        ctl = self.controls()
-        for k, v in values.items():
-            if k not in ctl:
-                raise KeyError(f"no control {k!r}; controls: {', '.join(ctl)}")
-            ctl[k].value = v
+        set_controls(self.controls(), values)
         return self
 
     def config(self) -> RunConfig:
@@ -245,7 +250,7 @@ class StragglerLab:
             run = self.launcher(cfg)
         except BaseException as e:
             self.progress.bar_style = "danger"
-            self.status.value = _failure(e)
+            self.status.value = failure_html(e)
             raise
         finally:
             done.set()
@@ -271,7 +276,7 @@ class StragglerLab:
             self.run()
         except BaseException as e:  # a widget callback must not kill the kernel's event loop
             self.error = e
-            self.status.value = _failure(e)
+            self.status.value = failure_html(e)
 
     def _follow(self, path: Path, done: threading.Event) -> None:
         """Copy the run's progress file (written by rank 0) into the progress bar until `done`."""

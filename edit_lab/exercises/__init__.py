@@ -78,3 +78,14 @@ def compare_prediction(prediction: Any, measured: float, *, what: str, why: str,
         return True
     print(f"Not quite: you predicted {p:,.4g}, the run measured {what}: {measured:,.4g}. {why}")
     return False
+
+
+def compare_yes_no(prediction: Any, truth: bool, measured: str) -> bool:
+    """Predict, then run, for a yes/no question: `measured` says what the run found. Never raises."""
+    if prediction is None:
+        print(f"No prediction written. {measured}")
+        return False
+    if bool(prediction) == truth:
+        return correct(f"Your prediction holds. {measured}")
+    print(f"Not this time. {measured}")
+    return False

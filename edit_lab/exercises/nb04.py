@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import as_number, correct, not_yet, unanswered
+from . import as_number, compare_yes_no, correct, not_yet, unanswered
 
 #: One operation of a sync step's forward on one rank: (kind, unit).
 Op = tuple[str, int]
@@ -189,10 +189,4 @@ def check_prediction_cheaper(prediction: Any, edit_ms: float, diloco_ms: float, 
     cheaper = edit_ms < diloco_ms
     measured = (f"{setting}: EDiT exposed {edit_ms:.1f} ms per sync, DiLoCo {diloco_ms:.1f} ms, so EDiT "
                 f"was {'cheaper' if cheaper else 'dearer'}.")
-    if prediction is None:
-        print(f"No prediction written. {measured}")
-        return False
-    if bool(prediction) == cheaper:
-        return correct(f"Your prediction holds. {measured}")
-    print(f"Not this time. {measured}")
-    return False
+    return compare_yes_no(prediction, cheaper, measured)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..mesh import Mesh
-from . import as_numbers, correct, unanswered
+from . import as_numbers, compare_yes_no, correct, unanswered
 
 
 def torchrun_sizes(shards: int, replicas: int) -> tuple[int, int]:
@@ -62,10 +62,4 @@ def check_prediction_same_bits(prediction: Any, same: bool) -> bool:
            "shared. Only the timings differ." if same else
            "They differ: something in the two runs was not the same (configuration, seeds, or the order of the "
            "collectives); compare the two config.json files.")
-    if prediction is None:
-        print(f"No prediction written. Bit-for-bit equal: {same}. {why}")
-        return False
-    if bool(prediction) == same:
-        return correct(f"Your prediction holds: bit-for-bit equal is {same}. {why}")
-    print(f"Not this time: bit-for-bit equal is {same}. {why}")
-    return False
+    return compare_yes_no(prediction, same, f"Bit-for-bit equal: {same}. {why}")

@@ -253,12 +253,16 @@ class PostLocalSGDProgram(LocalSGDProgram):
 
 class DiLoCoProgram(LocalSGDProgram):
     def sync_between_steps(self, step: int) -> Gen:
+        yield from self.whole_model_sync(step)
+
+    def whole_model_sync(self, step: int) -> Gen:
+        """One all-reduce of the whole model's pseudo-gradient, then the outer step (also CO2's closing sync)."""
         yield from self.exchange("sync_reduce", self.costs.model_bytes, None)
         yield Work("outer_step", sum(self.costs.outer_step_s))
         self.sync_finished(step)
 
 
-class CO2Program(LocalSGDProgram):
+class CO2Program(DiLoCoProgram):
     """methods/co2.py: round k's all-reduce issued at its boundary, landed at the next one."""
 
     def __init__(self, cfg: RunConfig, costs: Costs, replica: int) -> None:
@@ -289,9 +293,7 @@ class CO2Program(LocalSGDProgram):
         pending, self.in_flight = self.in_flight, None
         yield from self.land(pending)
         if partial:
-            yield from self.exchange("sync_reduce", self.costs.model_bytes, None)
-            yield Work("outer_step", sum(self.costs.outer_step_s))
-            self.sync_finished(step)
+            yield from self.whole_model_sync(step)
 
 
 class EDiTProgram(LocalSGDProgram):
