@@ -1,16 +1,38 @@
 """`make notebooks`: run every notebook with its own defaults, timed, as a reader would.
 
-Prints a markdown table (notebook, seconds, ok) for the README; outputs go to runs/notebooks/.
+Prints a markdown table (notebook, seconds, first figure, ok) for the README; outputs go to runs/notebooks/.
+"First figure" is when the first cell that shows a plotly figure or a widget finished, counted from the
+start of the first cell (papermill's per-cell start and end times in the executed notebook).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import traceback
+from datetime import datetime
 from pathlib import Path
 
 from .notebooks import ROOT, execute, notebooks
+
+
+FIGURE_TYPES = ("application/vnd.plotly.v1+json", "application/vnd.jupyter.widget-view+json")
+
+
+def first_figure_s(executed: Path) -> float | None:
+    """Seconds from the first cell's start to the end of the first cell that drew a figure or a widget."""
+    cells = [c for c in json.loads(executed.read_text())["cells"] if c["cell_type"] == "code"]
+
+    def at(cell: dict, key: str) -> datetime | None:
+        t = cell.get("metadata", {}).get("papermill", {}).get(key)
+        return datetime.fromisoformat(t.replace("Z", "+00:00")) if t else None
+
+    start = next((at(c, "start_time") for c in cells if at(c, "start_time")), None)
+    for c in cells:
+        if any(t in o.get("data", {}) for o in c.get("outputs", []) for t in FIGURE_TYPES) and at(c, "end_time"):
+            return (at(c, "end_time") - start).total_seconds() if start else None
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,15 +46,15 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(f"running {nb.name} ...", flush=True)
         try:
-            _, seconds = execute(nb, Path(args.out))
-            rows.append((nb.name, seconds, "ok"))
+            out, seconds = execute(nb, Path(args.out))
+            rows.append((nb.name, seconds, first_figure_s(out), "ok"))
         except Exception:
             traceback.print_exc()
-            rows.append((nb.name, float("nan"), "FAILED"))
+            rows.append((nb.name, float("nan"), None, "FAILED"))
             failed += 1
-    print("\n| notebook | seconds (defaults, 2 CPU cores) | result |\n|---|---:|---|")
-    for name, s, ok in rows:
-        print(f"| {name} | {s:.0f} | {ok} |")
+    print("\n| notebook | seconds (defaults, 2 CPU cores) | first figure (s) | result |\n|---|---:|---:|---|")
+    for name, s, first, ok in rows:
+        print(f"| {name} | {s:.0f} | {'—' if first is None else f'{first:.0f}'} | {ok} |")
     return 1 if failed else 0
 
 
