@@ -63,13 +63,6 @@ def _preview_vs_real(results: list[dict]) -> list[str]:
     return table_lines(data)
 
 
-def _preview_vs_real(results: list[dict]) -> list[str]:
-    from preview_vs_real import render as render_one
-
-    (data,) = results
-    return [line for line in render_one(data).splitlines() if line.startswith("|")]  # its head line is prose
-
-
 TABLES: dict[str, Table] = {
     "aedit_loss": Table(("aedit_loss.json", "aedit_loss_step_weighting.json", "aedit_loss_no_softmax.json",
                          "aedit_loss_weight_per_step.json", "aedit_loss_period5.json", "aedit_loss_period20.json",
@@ -77,7 +70,6 @@ TABLES: dict[str, Table] = {
                          "aedit_loss_slow_link_step_weighting.json"), _aedit_loss),
     "engine_vs_fsdp2": Table(("engine_vs_fsdp2.json",), _engine_vs_fsdp2),
     "binder_memory": Table(("binder_memory.json",), _binder_memory),
-    "preview_vs_real": Table(("preview_vs_real.json",), _preview_vs_real),
     "preview_vs_real": Table(("preview_vs_real.json",), _preview_vs_real),
 }
 
