@@ -79,7 +79,6 @@ UNRENDERED = {
     "penalty_defaults": "a selection of rows of a replay; benchmarks/results/penalty_defaults.json predates it",
     "penalty": "measured with the detector defaults before D10; re-running changes what the section describes",
     "stragglers": "2 meshes × 3 scenarios × 6 runs × repeats: too long to re-run on a shared machine",
-    "engine_vs_fsdp2": "writes engine_vs_fsdp2.json now; not re-run: the machine was shared (load 10-30)",
     "notebooks": "timings of `make notebooks`, not a benchmark script",
 }
 
