@@ -105,7 +105,6 @@ def _digest(salt: str, kind: str, detail: dict[str, Any]) -> str:
 def _hide(conf: dict[str, Any], letter: str) -> dict[str, Any]:
     defaults = RunConfig().to_dict()
     for name in HIDDEN_FIELDS:
-        conf.pop(name, None)
         conf[name] = defaults[name]
     conf["out"] = f"edit_lab/examples/mystery-{letter.lower()}"
     return conf
@@ -179,3 +178,12 @@ def check(letter: str, kind: str | None, root: Path = HERE, **detail: Any) -> bo
     said = ", ".join(f"{k}={v}" for k, v in sorted(detail.items()))
     print(f"mystery {letter}: {kind} ({said}) is " + ("right." if ok else "not it: look again."))
     return ok
+
+
+def one_detail_changed(kind: str, detail: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The same diagnosis with one detail moved to another allowed value: what a check must refuse."""
+    if kind == "straggler":
+        return kind, {**detail, "factor": next(f for f in FACTORS if f != float(detail["factor"]))}
+    if kind == "bad_data":
+        return kind, {"replica": (int(detail["replica"]) + 1) % REPLICAS}
+    return kind, {"bandwidth_mb_s": next(b for b in BANDWIDTHS_MB_S if b != float(detail["bandwidth_mb_s"]))}
