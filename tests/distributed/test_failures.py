@@ -30,13 +30,21 @@ pytestmark = pytest.mark.slow
 
 # ------------------------------------------------------------------------------------ helpers
 def _workers(out: Path) -> list[psutil.Process]:
-    """Live worker processes of the run in `out` (their command line holds `out`/config.json)."""
-    config = str(out / "config.json")
+    """Live worker processes of the run in `out`: those writing to one of its rank logs.
+
+    A rank's stdout is its log file whether it is a fresh `python -m edit_lab.worker` or forked from
+    the warm server (whose command line it keeps), so the open log is what identifies it.
+    """
+    logs = {str(out / f"rank{r}.log") for r in range(8)}
     found = []
-    for p in psutil.process_iter(["cmdline", "status"]):
-        cmd = p.info["cmdline"] or []
-        if "edit_lab.worker" in cmd and config in cmd and p.info["status"] != psutil.STATUS_ZOMBIE:
-            found.append(p)
+    for p in psutil.process_iter(["status"]):
+        if p.info["status"] == psutil.STATUS_ZOMBIE or p.pid == os.getpid():
+            continue
+        try:
+            if any(f.path in logs for f in p.open_files()):
+                found.append(p)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
     return found
 
 
@@ -164,12 +172,16 @@ def test_keyboard_interrupt_stops_every_worker(out):
 
 def test_killed_launcher_takes_its_workers_down(out):
     proc = _start_launcher(out)
+    servers = [p for p in psutil.Process(proc.pid).children() if "edit_lab.forkserver" in p.cmdline()]
     try:
-        proc.kill()  # SIGKILL: no Python cleanup at all; only PR_SET_PDEATHSIG can end the workers
+        proc.kill()  # SIGKILL: no Python cleanup at all; the fork server sees its stdin end, PDEATHSIG the rest
         proc.wait(timeout=10)
         _assert_no_workers(out, within_s=5.0)
+        gone, alive = psutil.wait_procs(servers, timeout=5.0)
+        assert not alive, f"fork server left: {[p.pid for p in alive]}"
     finally:
         proc.kill()
+        _kill(servers)
 
 
 # ------------------------------------------------------------------------------------ config errors
