@@ -29,6 +29,7 @@ import pandas as pd
 
 from .events import is_comm, sync_group_bytes
 from .mesh import Mesh
+from .registry import capabilities
 from .run import Run
 
 RunLike = Union[Run, str, Path]
@@ -355,8 +356,6 @@ def sync_window(run: RunLike) -> tuple[int, int]:
 # ---------------------------------------------------------------------------------------- several runs
 def run_label(run: RunLike) -> str:
     """A short name for legends: method and mesh, plus the notable knobs (prefetch off, stragglers)."""
-    from .methods import capabilities  # imports torch: only when a label is asked for
-
     r = as_run(run)
     c = r.config
     caps = capabilities(c.method)

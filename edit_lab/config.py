@@ -25,9 +25,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from .registry import METHODS, capabilities
 from .sizes import SIZES
 
-METHODS = ("sync", "post_local_sgd", "diloco", "co2", "edit", "aedit")
 INNER_OPTIMIZERS = ("adamw", "sgd")
 BACKENDS = ("auto", "gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")
@@ -361,21 +361,15 @@ class RunConfig:
                 f"shards×replicas={self.shards}×{self.replicas}={self.world_size} does not match the "
                 f"launcher's world size {world_size}: set --shards/--replicas so that their product is {world_size}"
             )
-        # The rules below read the method's capabilities (class attributes of its Method class), whose
-        # module loads torch: each asks only once its own condition on plain fields holds.
-        def caps() -> Any:
-            from .methods import capabilities
-
-            return capabilities(self.method)
-
-        if self.spike_replica >= 0 and self.spike_step < self.warmup_steps and caps().is_local_sgd:
+        caps = capabilities(self.method)  # the registry's: no torch
+        if self.spike_replica >= 0 and self.spike_step < self.warmup_steps and caps.is_local_sgd:
             # the anchors are created from each replica's own θ at step W: a spike before that would give
             # the replicas different anchors, and no sync could ever bring them together again
             bad("spike_step", f"a step >= warmup_steps={self.warmup_steps} (after warm-up) for method {self.method!r}")
-        if self.checkpoint_every and not caps().checkpointable:
+        if self.checkpoint_every and not caps.checkpointable:
             bad("checkpoint_every", "0 with method co2: the mean of CO2's last round is always in flight (it "
                 "lands at the next boundary), so there is no moment where the whole state is in hand to checkpoint")
-        if self.sync_period > self.timeout_s / 2 and caps().time_triggered:
+        if self.sync_period > self.timeout_s / 2 and caps.time_triggered:
             # a replica that has finished waits in a meeting until the others' timers expire: up to one
             # period plus a step, which must fit in the collective timeout with room to spare
             bad("sync_period", f"at most timeout_s/2 = {self.timeout_s / 2:g} s (raise timeout_s for longer "

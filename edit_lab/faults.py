@@ -26,6 +26,7 @@ import time
 from typing import TYPE_CHECKING
 
 from .config import FAULT_KINDS
+from .registry import capabilities
 
 if TYPE_CHECKING:
     import torch
@@ -81,8 +82,6 @@ def check_finite(cfg: "RunConfig", rank: int, step: int, loss: "torch.Tensor") -
     with ``penalty_anomaly`` on treat that replica's pseudo-gradient as an anomaly and drop it, so the
     run is allowed to continue there.
     """
-    from .methods import capabilities  # here, not at the top: the worker has imported it already
-
     if capabilities(cfg.method).has_penalty and cfg.penalty_anomaly:  # it can exclude the replica
         return
     value = float(loss.detach())

@@ -35,6 +35,7 @@ from .mesh import Mesh
 from .presets import default_lab_config
 from .run import Run
 from .rundir import PROGRESS, read_progress
+from .sim.lab import LabPreview, Shown
 from .viz.layout import empty_figure, short_run_labels
 from .viz.losses import loss_figure
 from .viz.penalty import penalty_figure
@@ -44,7 +45,7 @@ from .viz.timeline import default_align, timeline_figure
 
 BANDWIDTHS = (("unlimited", 0.0), ("1000 MB/s", 1000.0), ("100 MB/s", 100.0), ("20 MB/s", 20.0),
               ("5 MB/s", 5.0), ("1 MB/s", 1.0))
-FIGURES = ("preview", "timeline", "stragglers", "rounds", "loss", "penalty")  # preview: edit_lab/sim/lab.py
+FIGURES = ("preview", "timeline", "stragglers", "rounds", "loss", "penalty")  # preview: PreviewTab
 ROUNDS_SHOWN = 3  # runs stacked in the rounds tab (each adds a panel of one row per replica)
 
 
@@ -106,6 +107,35 @@ class FigurePane(W.Output):
 def show_figure(target: FigurePane, fig: go.Figure) -> None:
     """Replace what a FigurePane shows by `fig` in one update (the notebooks' and panels' redraw)."""
     target.show(fig)
+
+
+class PreviewTab(LabPreview):
+    """StragglerLab's preview tab: `LabPreview`'s figure in `pane`, its table below, redrawn on every change
+    of `controls`. The panel hands over how a figure is shown (`show`), so the tab reaches into nothing of it."""
+
+    def __init__(self, base: RunConfig, config: Callable[[], RunConfig], runs: list[Run | None],
+                 controls: dict[str, W.Widget], pane: FigurePane, show: Callable[[go.Figure], None]) -> None:
+        super().__init__(base, config, runs)
+        self.show = show
+        self.table = W.HTML(layout=W.Layout(width="100%", overflow="auto"))
+        self.box = W.VBox([pane, self.table], layout=W.Layout(width="100%"))
+        for w in controls.values():
+            w.observe(lambda _change: self.redraw(), names="value")
+        self.redraw()
+
+    def redraw(self) -> None:
+        """Predict the run the controls describe and show it (called on every control change)."""
+        self._show(self.predicted())
+
+    def after_run(self, run: Run) -> None:
+        """Show the preview of the run just made beside its measurement, then calibrate from it."""
+        shown = self.measured(run)
+        if shown is not None:
+            self._show(shown)
+
+    def _show(self, shown: Shown) -> None:
+        fig, self.table.value = shown
+        self.show(fig)
 
 
 class StragglerLab:
@@ -177,9 +207,8 @@ class StragglerLab:
         self.button.on_click(lambda _b: self._on_click())
         self.figures: dict[str, go.Figure] = {}
         self.figure_widgets: dict[str, FigurePane] = {name: FigurePane() for name in FIGURES}
-        from .sim.lab import LabPreview  # redraws the simulated preview on every control change
-
-        self.preview = LabPreview(self, self.figure_widgets["preview"])
+        self.preview = PreviewTab(self.base, self.config, [self.last_run, *self.history[::-1]], self.controls(),
+                                  self.figure_widgets["preview"], show=lambda fig: self._set("preview", fig))
         self.tabs = W.Tab(children=[self.preview.box if n == "preview" else self.figure_widgets[n] for n in FIGURES],
                           titles=list(FIGURES),
                           layout=W.Layout(width="100%"))

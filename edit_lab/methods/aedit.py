@@ -49,6 +49,7 @@ from typing import Any
 
 import torch
 
+from ..schedule import decide_sync
 from .edit import EDiTMethod
 
 #: Values per replica in the step-count exchange, in this order.
@@ -115,17 +116,6 @@ class Meeting:
         return all(self.done)
 
 
-def decide_sync(total: int, min_sync_steps: int, all_done: bool) -> bool:
-    """Sync after a meeting? Normally when the round holds at least N_min steps over the sync group.
-
-    When every replica has finished, sync whenever anything was trained since the last sync (N_min no
-    longer applies: this is the last chance for the replicas to end on the same model).
-    """
-    if all_done:
-        return total > 0
-    return total >= min_sync_steps
-
-
 def active_weights(weights: list[float], steps: list[int]) -> list[float]:
     """Zero the weight of replicas that trained no step in the round (their Δ is 0) and renormalise."""
     kept = [w if k > 0 else 0.0 for w, k in zip(weights, steps)]
@@ -153,7 +143,6 @@ class AEDiTMethod(EDiTMethod):
     """EDiT's layer-wise sync and penalty, triggered by wall-clock time instead of a step count."""
 
     name = "aedit"
-    time_triggered = True
 
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)

@@ -8,6 +8,7 @@ handful of these hooks, so a reader can diff them side by side.
 
 from __future__ import annotations
 
+from dataclasses import asdict, fields
 from typing import Any, Callable
 
 import torch
@@ -15,6 +16,7 @@ import torch
 from ..comm import Comm
 from ..config import RunConfig
 from ..events import EventLog
+from ..registry import REGISTRY, Capabilities
 from ..sharding import ShardedModel
 
 
@@ -23,14 +25,17 @@ class Method:
 
     name = "base"
 
-    # What the rest of the lab asks of a method: the config's checks, the fault injector, tables and
-    # figures read these instead of testing the method's name, so each fact is stated once, here and in
-    # the subclass it belongs to. `methods.capabilities(name)` reads them by method name.
-    is_local_sgd = False  # local steps between syncs after W synchronous warm-up steps, anchors from step W
-    has_penalty = False  # the pseudo-gradient penalty (anomaly filter, weighting, clip) may exclude a replica
-    time_triggered = False  # syncs when a wall-clock timer expires (A-EDiT), not every τ steps
-    layerwise_sync = False  # syncs unit by unit inside the forward, with optional prefetch (RunConfig.prefetch)
-    checkpointable = True  # reaches moments where the whole state is in hand, so `checkpoint_every` can work
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A method registered by name gets its capabilities (`is_local_sgd`, `has_penalty`, …) as class
+        attributes from `registry.REGISTRY`, the one place they are stated: the config reads them there
+        without loading torch, and a class cannot disagree with it (stating one in a class body is refused)."""
+        super().__init_subclass__(**kwargs)
+        stated = sorted(set(vars(cls)) & {f.name for f in fields(Capabilities)})
+        if stated:
+            raise TypeError(f"{cls.__name__} states {', '.join(stated)}: capabilities live in edit_lab/registry.py")
+        if cls.name in REGISTRY:
+            for capability, value in asdict(REGISTRY[cls.name]).items():
+                setattr(cls, capability, value)
 
     def __init__(self, cfg: RunConfig, engine: ShardedModel) -> None:
         self.cfg = cfg

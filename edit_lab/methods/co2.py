@@ -111,10 +111,7 @@ class CO2Outer(OuterState):
 
 
 class CO2Method(LocalSGDMethod):
-    name = "co2"
-    # the mean of the last round is always in flight (it lands at the next boundary): no moment holds the
-    # whole state, so there is nothing consistent to checkpoint
-    checkpointable = False
+    name = "co2"  # not checkpointable (registry.py): the mean of the last round is always in flight
 
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)

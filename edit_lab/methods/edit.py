@@ -26,7 +26,7 @@ small blocking exchange (a full network latency) in front of every unit's transf
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
@@ -34,14 +34,29 @@ from ..comm import Handle
 from ..norms import squared_norm
 from ..penalty import (AnomalyDetector, PenaltyConfig, all_anomalous, clip_factor, readmitted_replicas,
                        softmax_weights, step_scaled_norms)
-from .local_sgd import LocalSGDMethod, is_sync_step
+from ..schedule import is_sync_step
+from .local_sgd import LocalSGDMethod
 
 
-#: What each replica shares per unit at the start of a sync (one all-gather, kind 'sync_decisions'):
-#: its norm G, the detector's z and threshold, the outlier flag, re-admitted (set after the gather, D10),
-#: k, its local steps in the round (G/k is what the detector judges, `PenaltyConfig.judged_norm`), and
-#: the syncs in a row it has been flagged (`AnomalyDetector.count_flag`, for re-admission).
-DECISION_FIELDS = ("G", "z", "threshold", "outlier", "readmitted", "steps", "flagged_in_a_row")
+class Decision(NamedTuple):
+    """What each replica shares per unit at the start of a sync (one all-gather, kind 'sync_decisions').
+
+    One row of the gathered float64 tensor `decisions[replica, unit, column]`: packed from a `Decision`,
+    read back by name through `COLUMN`, so the packing and every reader share this one layout.
+    """
+
+    G: float  # the replica's pseudo-gradient norm of the unit
+    z: float  # the detector's z-score of it
+    threshold: float  # the detector's threshold δ·f
+    outlier: float  # 1.0: flagged (its Δ counts as 0); cleared for a re-admitted replica
+    readmitted: float  # 1.0: re-admitted after K flags in a row (set after the gather, D10)
+    steps: float  # k, its local steps in the round (G/k is what the detector judges, `PenaltyConfig.judged_norm`)
+    flagged_in_a_row: float  # the syncs in a row it has been flagged (`AnomalyDetector.count_flag`)
+
+
+DECISION_FIELDS = Decision._fields
+#: Each field's column in the gathered tensor: `decisions[:, unit, COLUMN.outlier]`.
+COLUMN = Decision(*range(len(DECISION_FIELDS)))
 
 
 def _finite(x: float) -> float | None:
@@ -55,8 +70,6 @@ def penalty_config(cfg) -> PenaltyConfig:
 
 class EDiTMethod(LocalSGDMethod):
     name = "edit"
-    has_penalty = True
-    layerwise_sync = True
 
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)
@@ -64,7 +77,7 @@ class EDiTMethod(LocalSGDMethod):
         self.detectors: list[AnomalyDetector] = [self.penalty.new_detector() for _ in range(engine.n_units)]
         self.syncing = False
         self.weights: list[list[float]] = []  # [unit][replica]
-        self.decisions: torch.Tensor | None = None  # [replica, unit, field]: DECISION_FIELDS
+        self.decisions: torch.Tensor | None = None  # [replica, unit, COLUMN.<a Decision field>]
         self.readmissions: list[dict[str, int]] = []  # every re-admission of the run (D10), for summary.json
         self.pending: dict[int, tuple[Handle, torch.Tensor]] = {}
         self.deltas: dict[int, torch.Tensor] = {}  # Δ of the units not yet issued, from stage 1
@@ -138,7 +151,7 @@ class EDiTMethod(LocalSGDMethod):
         dev = self.comm.device  # collective tensors live on the comm device (NCCL moves only CUDA tensors)
         assert self.last_sync_step is not None
         k = step - self.last_sync_step  # this replica's local steps in the round (the same on its every rank)
-        rows: list[list[float]] = []  # [unit][DECISION_FIELDS]
+        rows: list[Decision] = []  # [unit]
         judged: list[float | None] = []
         for u in range(n_units):
             g = float(sq[u].sqrt())
@@ -150,7 +163,8 @@ class EDiTMethod(LocalSGDMethod):
                 streak = self.detectors[u].count_flag(outlier)
             else:  # filter off, or nothing trained in the round (Δ = 0): only a non-finite G is excluded
                 outlier, z, thr = (not math.isfinite(g)), 0.0, math.inf
-            rows.append([g, z, thr, float(outlier), 0.0, float(k), float(streak)])
+            rows.append(Decision(G=g, z=z, threshold=thr, outlier=float(outlier), readmitted=0.0, steps=float(k),
+                                 flagged_in_a_row=float(streak)))
         mine = torch.tensor(rows, dtype=torch.float64, device=dev).reshape(-1)
         everyone = torch.zeros(R * n_units * len(DECISION_FIELDS), dtype=torch.float64, device=dev)
         self.comm.all_gather(everyone, mine, group="sync", kind="sync_decisions")
@@ -159,10 +173,10 @@ class EDiTMethod(LocalSGDMethod):
             self.readmit(judged)
         self.weights = []
         for u in range(n_units):
-            norms = self.decisions[:, u, 0].tolist()
+            norms = self.decisions[:, u, COLUMN.G].tolist()
             if self.penalty.weight_per_step:
-                norms = step_scaled_norms(norms, [int(k) for k in self.decisions[:, u, 5].tolist()])
-            anomalous = [bool(x) for x in self.decisions[:, u, 3].tolist()]
+                norms = step_scaled_norms(norms, [int(k) for k in self.decisions[:, u, COLUMN.steps].tolist()])
+            anomalous = [bool(x) for x in self.decisions[:, u, COLUMN.outlier].tolist()]
             self.weights.append(softmax_weights(norms, self.penalty.temperature, anomalous,
                                                 enabled=self.penalty.weighting))
 
@@ -176,9 +190,10 @@ class EDiTMethod(LocalSGDMethod):
         assert self.decisions is not None
         for u, det in enumerate(self.detectors):
             d = self.decisions[:, u, :]
-            flagged = [bool(x) for x in d[:, 3].tolist()]
-            streaks = [int(x) for x in d[:, 6].tolist()]
-            everyone = [self.penalty.judged_norm(g, int(k)) for g, k in zip(d[:, 0].tolist(), d[:, 5].tolist())]
+            flagged = [bool(x) for x in d[:, COLUMN.outlier].tolist()]
+            streaks = [int(x) for x in d[:, COLUMN.flagged_in_a_row].tolist()]
+            everyone = [self.penalty.judged_norm(g, int(k))
+                        for g, k in zip(d[:, COLUMN.G].tolist(), d[:, COLUMN.steps].tolist())]
             for r, due in enumerate(readmitted_replicas(flagged, streaks, everyone, self.penalty.readmit_after,
                                                         self.penalty.min_rel_std)):
                 if not due:
@@ -187,7 +202,7 @@ class EDiTMethod(LocalSGDMethod):
                     x = judged[u]
                     assert x is not None
                     det.restart(x)
-                self.decisions[r, u, 3], self.decisions[r, u, 4] = 0.0, 1.0
+                self.decisions[r, u, COLUMN.outlier], self.decisions[r, u, COLUMN.readmitted] = 0.0, 1.0
 
     # region edit-unit-sync
     @torch.no_grad()
@@ -216,23 +231,23 @@ class EDiTMethod(LocalSGDMethod):
             factor = clip_factor(float(sq.sqrt()), self.penalty.clip_norm)
             if factor < 1.0:
                 delta_bar.mul_(factor)
-        anomalous = [bool(x) for x in self.decisions[:, unit, 3].tolist()]
+        anomalous = [bool(x) for x in self.decisions[:, unit, COLUMN.outlier].tolist()]
         skipped = all_anomalous(anomalous)
         theta = self.engine.shards[unit]
         with self.log.span("outer_step", unit=unit, skipped=skipped):
             if not skipped:
                 self.outer.step(unit, delta_bar)
             self.outer.reset(unit, theta)
-        if not math.isfinite(float(self.decisions[self.mesh.replica, unit, 0])):
+        if not math.isfinite(float(self.decisions[self.mesh.replica, unit, COLUMN.G])):
             self.forget_inner_state(unit)
         if self.cfg.checksums:
             self.log_checksums(unit)
         for r in range(self.mesh.replicas):
-            g, z, thr, out, readmitted, k, _ = self.decisions[r, unit].tolist()
-            self.log.record("penalty", step=self.sync_step, unit=unit, replica=r, G=_finite(g), z=_finite(z),
-                            threshold=_finite(thr), outlier=bool(out), readmitted=bool(readmitted),
-                            steps=int(k), weight=self.weights[unit][r], clip=factor, skipped=skipped)
-            if readmitted:
+            d = Decision(*self.decisions[r, unit].tolist())
+            self.log.record("penalty", step=self.sync_step, unit=unit, replica=r, G=_finite(d.G), z=_finite(d.z),
+                            threshold=_finite(d.threshold), outlier=bool(d.outlier), readmitted=bool(d.readmitted),
+                            steps=int(d.steps), weight=self.weights[unit][r], clip=factor, skipped=skipped)
+            if d.readmitted:
                 self.readmissions.append({"step": self.sync_step, "unit": unit, "replica": r})
     # endregion edit-unit-sync
 

@@ -1,6 +1,7 @@
-"""The Local-SGD family's shared schedule, and two baselines: Post Local SGD and DiLoCo.
+"""The Local-SGD family's shared loop, and two baselines: Post Local SGD and DiLoCo.
 
-Schedule (edit-method.md §3), with W warm-up steps and sync interval τ:
+Schedule (edit-method.md §3, tested step by step in `edit_lab/schedule.py`), with W warm-up steps and
+sync interval τ:
 - steps 0 … W−1 are synchronous: gradients are all-reduced across replicas, as in `sync`;
 - at the start of step W the anchors are created (a = θ, identical everywhere): nothing changes;
 - then each replica trains alone, and at the start of steps W+τ, W+2τ, … the replicas sync.
@@ -18,6 +19,7 @@ from typing import Any
 import torch
 
 from ..outer import OuterState
+from ..schedule import in_warmup, is_anchor_step, is_sync_step
 from .base import Method
 
 
@@ -25,25 +27,10 @@ def crc(t: torch.Tensor) -> int:
     return zlib.crc32(t.detach().cpu().contiguous().numpy().tobytes())
 
 
-def in_warmup(step: int, warmup: int) -> bool:
-    return step < warmup
-
-
-def is_anchor_step(step: int, warmup: int) -> bool:
-    """The first 'sync', at step W: it only creates the anchors."""
-    return step == warmup
-
-
-def is_sync_step(step: int, warmup: int, interval: int) -> bool:
-    """True at the start of steps W+τ, W+2τ, …: the steps whose forward pass syncs."""
-    return step > warmup and (step - warmup) % interval == 0
-
-
 class LocalSGDMethod(Method):
     """Warm-up with synchronous gradients, anchors from step W on; subclasses say how to sync."""
 
     uses_outer_optimizer = True
-    is_local_sgd = True
 
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)

@@ -26,6 +26,7 @@ from collections.abc import Generator
 from typing import Any
 
 from ..config import RunConfig
+from ..schedule import decide_sync, in_warmup, is_anchor_step, is_sync_step
 from .costs import Costs
 from .engine import Handle, Issue, Local, Now, Row, Step, Wait, Work
 
@@ -168,10 +169,6 @@ class ReplicaProgram:
         return (yield from self.any_replica(spent))
 
 
-def is_sync_step(step: int, warmup: int, interval: int) -> bool:
-    return step > warmup and (step - warmup) % interval == 0
-
-
 class LocalSGDProgram(ReplicaProgram):
     """methods/local_sgd.py: warm-up, anchors at W, syncs between steps every τ, budget meetings."""
 
@@ -184,7 +181,7 @@ class LocalSGDProgram(ReplicaProgram):
         self.n_syncs = 0
 
     def begin_step(self, step: int) -> Gen:
-        if step == self.cfg.warmup_steps:
+        if is_anchor_step(step, self.cfg.warmup_steps):
             self.create_anchors(step)
         yield from ()
 
@@ -193,7 +190,7 @@ class LocalSGDProgram(ReplicaProgram):
         self.last_sync_step = step
 
     def after_backward(self, step: int) -> Gen:
-        if step < self.cfg.warmup_steps:
+        if in_warmup(step, self.cfg.warmup_steps):
             yield from self.all_reduce_grads()
 
     def after_optimizer(self, step: int) -> Gen:
@@ -406,7 +403,7 @@ class AEDiTProgram(EDiTProgram):
         rows = yield from self.exchange("step_count", self.R * MEETING_FIELDS * F64, mine)
         total = sum(r[0] for r in rows)
         self.all_done = all(r[3] for r in rows)
-        sync = total > 0 if self.all_done else total >= self.cfg.min_sync_steps
+        sync = decide_sync(total, self.cfg.min_sync_steps, self.all_done)
         self.last_sync_time = max(r[2] for r in rows)
         self.last_meeting_step = step
         self.rounds.append({"step": step, "steps": [r[0] for r in rows], "synced": sync, "t": self.last_sync_time})

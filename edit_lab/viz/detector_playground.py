@@ -9,23 +9,20 @@ Four rows sharing the sync index as x axis, one colour per replica (colors.py):
 3. the softmax weights (stacked bars);
 4. the clip factor of the aggregate (1 = not clipped).
 
-Drawn from a `playground.PlaygroundResult`, i.e. from `penalty.replay`'s `Judged` records; every trace has
+Drawn from a `detector_series.PlaygroundResult`, i.e. from `penalty.replay`'s `Judged` records; every trace has
 `meta={"role": …, "replica": …}` so tests and the widget find them.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..detector_series import PlaygroundResult
 from .colors import EXPOSED, replica_color
 from .layout import keep_corner_ticks_apart, legend_below, title_layout, title_text, top_margin
-
-if TYPE_CHECKING:
-    from ..playground import PlaygroundResult
 
 ROW_TITLES = ("G, μ̂ and μ̂ + δ·f·σ", "z vs δ·f", "weight", "clip factor")
 
@@ -35,7 +32,7 @@ def _nan_inf(v: float | None) -> float | None:
     return None if v is None or not math.isfinite(v) else v
 
 
-def detector_figure(result: "PlaygroundResult", title: str | None = None) -> go.Figure:
+def detector_figure(result: PlaygroundResult, title: str | None = None) -> go.Figure:
     """The penalty's decisions on a playground series. `fig.layout.meta` holds the flagged syncs per replica."""
     n = len(result.norms[0])
     x = list(range(n))

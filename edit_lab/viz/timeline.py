@@ -30,6 +30,7 @@ from ..analysis import RunLike, StepRange, as_run, event_rows, run_label
 from ..events import is_comm
 from ..mesh import Mesh
 from ..overlap import LEGEND, Overlap, Split
+from ..registry import capabilities
 from .colors import BLOCKED_OTHER, EXPOSED, kind_color, kind_label, kind_sort_key, rgba
 from .layout import legend_below, title_layout, title_text, top_margin
 
@@ -137,8 +138,6 @@ def default_steps(events: list[dict[str, Any]], max_events: int = MAX_EVENTS) ->
 def default_align(method: str) -> str:
     """How a timeline lines up its ranks by default: by wall-clock time for a method whose syncs a timer
     triggers (A-EDiT: replicas are at different steps when they meet), else by step."""
-    from ..methods import capabilities
-
     return "time" if capabilities(method).time_triggered else "step"
 
 

@@ -76,11 +76,17 @@ def test_mesh_coords_is_rank_equals_replica_times_s_plus_shard():
     assert Mesh.coords(5, 2) == (2, 1)
 
 
-def test_capabilities_are_class_attributes_read_by_method_name():
-    from edit_lab.methods import METHODS as CLASSES
-    from edit_lab.methods import capabilities
+def test_capabilities_are_the_registrys_and_the_classes_take_theirs_from_it():
+    from dataclasses import asdict
 
-    assert tuple(CLASSES) == METHODS  # config.METHODS: the one list and order
+    from edit_lab.methods import METHODS as CLASSES
+    from edit_lab.registry import REGISTRY, capabilities
+
+    assert METHODS == tuple(REGISTRY) == tuple(CLASSES)  # config.METHODS is the registry's: one list and order
+    for name, cls in CLASSES.items():
+        assert {k: getattr(cls, k) for k in asdict(REGISTRY[name])} == asdict(REGISTRY[name]), name
+    with pytest.raises(TypeError, match="has_penalty"):  # a class restating one is refused
+        type("Restated", (CLASSES["edit"],), {"name": "edit", "has_penalty": True})
     local = {m for m in METHODS if capabilities(m).is_local_sgd}
     assert local == {"post_local_sgd", "diloco", "co2", "edit", "aedit"}
     assert {m for m in METHODS if capabilities(m).has_penalty} == {"edit", "aedit"}
@@ -104,7 +110,21 @@ def test_the_config_refuses_by_capability():
 def test_importing_the_config_or_the_run_directory_does_not_import_torch():
     import subprocess
 
-    code = ("import sys, edit_lab, edit_lab.config, edit_lab.penalty, edit_lab.rundir, edit_lab.run, edit_lab.mesh; "
+    code = ("import sys, edit_lab, edit_lab.config, edit_lab.penalty, edit_lab.rundir, edit_lab.run, edit_lab.mesh, "
+            "edit_lab.registry, edit_lab.schedule; "
+            "assert 'torch' not in sys.modules, 'torch was imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_refusal_by_capability_does_not_import_torch():
+    """The capability rules of `validate()` (test above) read the registry, not the torch-importing Method
+    classes, so the command line refuses them as fast as any other bad value."""
+    import subprocess
+
+    code = ("import sys; from edit_lab.config import ConfigError, RunConfig\n"
+            "try: RunConfig(method='aedit', sync_period=40.0, timeout_s=60.0).validate()\n"
+            "except ConfigError as e: assert 'sync_period' in str(e), e\n"
+            "else: raise AssertionError('not refused')\n"
             "assert 'torch' not in sys.modules, 'torch was imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -1,0 +1,44 @@
+"""The training methods by name: their order and their capabilities, without loading torch.
+
+This is the one place where a method's name and what the rest of the lab may ask of it are stated. The
+config's checks (`RunConfig.validate`), the fault injector, the tables and the figures read a method's
+capabilities here instead of testing its name, and the `Method` classes of `edit_lab/methods/` take
+theirs from here too (`Method.__init_subclass__`), so each fact is written once. It sits beside
+`config.py`, not inside `edit_lab/methods/`, because importing anything in that package runs its
+`__init__`, which imports every method class and with them torch: a refused configuration must be
+answered in a fraction of a second, and `methods/` depends on `config.py`, not the other way round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a method does that the rest of the lab has to know; the defaults are synchronous training's."""
+
+    is_local_sgd: bool = False  # local steps between syncs after W synchronous warm-up steps, anchors from step W
+    has_penalty: bool = False  # the pseudo-gradient penalty (anomaly filter, weighting, clip) may exclude a replica
+    time_triggered: bool = False  # syncs when a wall-clock timer expires (A-EDiT), not every τ steps
+    layerwise_sync: bool = False  # syncs unit by unit inside the forward, with optional prefetch (RunConfig.prefetch)
+    checkpointable: bool = True  # reaches moments where the whole state is in hand, so `checkpoint_every` can work
+
+
+#: Every method the config accepts, in the course's order (the notebooks, `--help`, the tables).
+REGISTRY: dict[str, Capabilities] = {
+    "sync": Capabilities(),
+    "post_local_sgd": Capabilities(is_local_sgd=True),
+    "diloco": Capabilities(is_local_sgd=True),
+    # the mean of CO2's last round is always in flight (it lands at the next boundary)
+    "co2": Capabilities(is_local_sgd=True, checkpointable=False),
+    "edit": Capabilities(is_local_sgd=True, has_penalty=True, layerwise_sync=True),
+    "aedit": Capabilities(is_local_sgd=True, has_penalty=True, layerwise_sync=True, time_triggered=True),
+}
+
+METHODS: tuple[str, ...] = tuple(REGISTRY)
+
+
+def capabilities(name: str) -> Capabilities:
+    """The capabilities of method `name`: `capabilities("co2").checkpointable`. An unknown name: KeyError."""
+    return REGISTRY[name]
