@@ -49,11 +49,9 @@ from typing import Any
 
 import torch
 
+from ..exchanges import MEETING_FIELDS
 from ..schedule import decide_sync
 from .edit import EDiTMethod
-
-#: Values per replica in the step-count exchange, in this order.
-MEETING_FIELDS = ("since_sync", "since_meeting", "clock", "done", "step")
 
 
 class SyncTimer:

@@ -26,37 +26,17 @@ small blocking exchange (a full network latency) in front of every unit's transf
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
 from ..comm import Handle
+from ..exchanges import COLUMN, DECISION_FIELDS, Decision
 from ..norms import squared_norm
 from ..penalty import (AnomalyDetector, PenaltyConfig, all_anomalous, clip_factor, readmitted_replicas,
                        softmax_weights, step_scaled_norms)
 from ..schedule import is_sync_step
 from .local_sgd import LocalSGDMethod
-
-
-class Decision(NamedTuple):
-    """What each replica shares per unit at the start of a sync (one all-gather, kind 'sync_decisions').
-
-    One row of the gathered float64 tensor `decisions[replica, unit, column]`: packed from a `Decision`,
-    read back by name through `COLUMN`, so the packing and every reader share this one layout.
-    """
-
-    G: float  # the replica's pseudo-gradient norm of the unit
-    z: float  # the detector's z-score of it
-    threshold: float  # the detector's threshold δ·f
-    outlier: float  # 1.0: flagged (its Δ counts as 0); cleared for a re-admitted replica
-    readmitted: float  # 1.0: re-admitted after K flags in a row (set after the gather, D10)
-    steps: float  # k, its local steps in the round (G/k is what the detector judges, `PenaltyConfig.judged_norm`)
-    flagged_in_a_row: float  # the syncs in a row it has been flagged (`AnomalyDetector.count_flag`)
-
-
-DECISION_FIELDS = Decision._fields
-#: Each field's column in the gathered tensor: `decisions[:, unit, COLUMN.outlier]`.
-COLUMN = Decision(*range(len(DECISION_FIELDS)))
 
 
 def _finite(x: float) -> float | None:

@@ -26,14 +26,13 @@ from collections.abc import Generator
 from typing import Any
 
 from ..config import RunConfig
+from ..exchanges import DECISION_FIELDS, MEETING_FIELDS
 from ..schedule import decide_sync, in_warmup, is_anchor_step, is_sync_step
 from .costs import Costs
 from .engine import Handle, Issue, Local, Now, Row, Step, Wait, Work
 
 Gen = Generator[Any, Any, Any]
 F64 = 8  # bytes of one float64 value in the small exchanges
-DECISION_FIELDS = 7  # methods/edit.py DECISION_FIELDS
-MEETING_FIELDS = 5  # methods/aedit.py MEETING_FIELDS
 
 
 def random_pause(cfg: RunConfig, step: int, replica: int) -> float:
@@ -336,7 +335,7 @@ class EDiTProgram(LocalSGDProgram):
         """Stages 1–2: the norms (shard group), then the decision all-gather (sync group, blocking)."""
         self.syncing, self.sync_step = True, step
         yield Local("sync_norms", self.costs.shard_exchange_s)
-        yield from self.exchange("sync_decisions", self.R * self.U * DECISION_FIELDS * F64, None)
+        yield from self.exchange("sync_decisions", self.R * self.U * len(DECISION_FIELDS) * F64, None)
 
     def pre_unit(self, unit: int) -> Gen:
         if not self.syncing:
@@ -400,7 +399,7 @@ class AEDiTProgram(EDiTProgram):
     def meet(self, step: int, t: float, done: bool) -> Gen:
         assert self.last_sync_step is not None and self.last_meeting_step is not None
         mine = (step - self.last_sync_step, step - self.last_meeting_step, t, done, step)
-        rows = yield from self.exchange("step_count", self.R * MEETING_FIELDS * F64, mine)
+        rows = yield from self.exchange("step_count", self.R * len(MEETING_FIELDS) * F64, mine)
         total = sum(r[0] for r in rows)
         self.all_done = all(r[3] for r in rows)
         sync = decide_sync(total, self.cfg.min_sync_steps, self.all_done)
