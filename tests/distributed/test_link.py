@@ -6,15 +6,19 @@ run (each step all-reduces every unit's gradient shard over the sync group, all 
 - a transfer starts on the link when its real collective has completed and the link is free, and
   ends (event `t1`) exactly latency + bytes/bandwidth later, so measured from its start on the link,
   i.e. max(its issue time, the end of the previous transfer), it lasts *at least* that long;
-- it lasts at most that long plus the real collective's own time (+10 % + 3 ms here); the real
-  collective includes waiting for the other replica to arrive, so the upper bound is checked on the
-  member of the sync group that arrived last (the smaller duration: both share the same deadline).
-  The real collective's time also includes the OS scheduling of a loaded machine, which no model
-  controls, so that bound is asserted on the median and every transfer gets a looser one;
+- it lasts at most that long plus the real collective's own time: a transfer queued behind another
+  (every one but the first of a step) lasts exactly the model's time, so the median transfer does;
+  the first of a step adds its real collective, which includes waiting for the other replica to
+  arrive, so that bound is checked on the member of the sync group that arrived last (the smaller
+  duration: both share the same deadline), against the run's own slowest real collective of the
+  shard group (the same backend on the same machine at the same time, no link): the OS scheduling of
+  a loaded machine stretches both, and no model controls it;
 - transfers queue: within a step the deadlines follow each other by exactly one transfer time;
 - `wait()` really blocks until the deadline (the optimizer step starts after the last one), so each
   step lasts at least the sum of its transfer times;
-- the shard group is not delayed at all.
+- the shard group is not delayed at all: a delayed collective could never complete in less than the
+  latency, and every shard-group kind has collectives that did (by far: on an idle machine they take
+  a millisecond or two).
 """
 
 from __future__ import annotations
@@ -69,7 +73,13 @@ def test_every_transfer_lasts_at_least_latency_plus_bytes_over_bandwidth(link_ru
             assert e["link_s"] >= _transfer_s(e["bytes"]) - 1e-6, e
 
 
-def test_transfers_last_at_most_ten_percent_more(link_run):
+def _shard_group_collectives(run) -> list[dict]:
+    return run.events_of("all_gather") + run.events_of("reduce_scatter")
+
+
+def test_transfers_last_at_most_the_real_collective_more(link_run):
+    # a real collective of this run, on this machine, at this time, without any link: the slowest of them
+    real_s = max(e["t1"] - e["t0"] for e in _shard_group_collectives(link_run))
     by_key: dict[tuple[int, int, int], list[float]] = defaultdict(list)  # (shard, step, unit) = one sync group's transfer
     for evs in _sync_transfers(link_run).values():
         for e in evs:
@@ -78,10 +88,11 @@ def test_transfers_last_at_most_ten_percent_more(link_run):
     for key, members in by_key.items():
         assert len(members) == link_run.config.replicas
         link_s, nbytes = min(members)  # the member that arrived last did not wait for its peer
-        excess.append((link_s - 0.003) / _transfer_s(nbytes) - 1.0)
-        assert link_s <= 1.5 * _transfer_s(nbytes) + 0.003, (key, members)  # even when descheduled
+        excess.append(link_s / _transfer_s(nbytes) - 1.0)
+        assert link_s <= _transfer_s(nbytes) + real_s + 0.003, (key, members, real_s)
     excess.sort()
-    assert excess[len(excess) // 2] <= 0.10, excess
+    # the queued transfers (two of every step's three) add nothing to the model
+    assert excess[len(excess) // 2] == pytest.approx(0.0, abs=1e-6), excess
 
 
 def test_transfers_queue_one_at_a_time(link_run):
@@ -110,10 +121,10 @@ def test_wait_really_blocks_until_the_deadline(link_run):
 
 
 def test_shard_group_is_not_delayed(link_run):
-    shard_evs = link_run.events_of("all_gather") + link_run.events_of("reduce_scatter")
+    shard_evs = _shard_group_collectives(link_run)
     assert shard_evs and all(e["group"] == "shard" for e in shard_evs)
-    durations = sorted(e["t1"] - e["t0"] for e in shard_evs)
-    median = durations[len(durations) // 2]
-    assert median < LATENCY_S / 4  # no link time in them: a couple of ms, against 80 ms of latency
     smallest_sync = min(e["t1"] - e["t0"] for e in link_run.events_of("grad_all_reduce"))
-    assert median < smallest_sync / 10
+    assert smallest_sync >= LATENCY_S  # every sync-group collective waited for the link ...
+    for kind in ("all_gather", "reduce_scatter"):  # ... and no shard-group one did: each kind has some
+        fastest = min(e["t1"] - e["t0"] for e in shard_evs if e["kind"] == kind)  # that took less than a
+        assert fastest < LATENCY_S / 4, (kind, fastest)  # quarter of the latency (a millisecond or less, idle)

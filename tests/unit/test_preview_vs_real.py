@@ -1,54 +1,69 @@
-"""Previews against real runs, two configurations of benchmarks/preview_vs_real.py.
+"""Previews against real runs, without launching one: the runs shipped in edit_lab/examples.
 
-One real EDiT run with a 2× straggler calibrates the simulator on this machine; a real DiLoCo run with
-the same straggler and a real EDiT run without one, both on the benchmark's slow link, are then
-predicted from those costs (two rows the benchmark meets on an idle machine with a margin; A-EDiT's rows
-depend on how much the calibration run's ranks lent each other their cores, README "Previews against
-real runs", and are left to the benchmark): tokens/s within
-30% here (the benchmark's 15% needs its idle machine and longer runs, see TOKENS_TOL), the waiting on the
-sync group within the benchmark's 25% (or 0.1 s). The calibration run is made again at the
-end: when the two differ by more than 10% the machine's speed drifted (other work on it), and the test
-skips, saying so, rather than blame the simulator for it.
+The three shipped runs (sync, EDiT and A-EDiT with a 2× straggler, real runs recorded on an idle
+2-core machine) are files, so predicting them from the EDiT run's calibration gives the same numbers
+on every machine, busy or idle: `benchmarks/preview_vs_real.py`'s `example_rows`, the last three rows
+of the README's "Previews against real runs". The tolerances below are the simulator's accuracy on
+these runs, with a margin, not a target: a change to the simulator or to calibration that moves a
+prediction by more shows here. The comparison with runs made on this machine (every method, 15 %
+tokens/s, 25 % waiting) is the benchmark's; it needs an idle machine, and it takes minutes.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from benchmarks.preview_vs_real import compare, config
-from edit_lab import launch
-from edit_lab.sim import calibrate, simulate
+from benchmarks.preview_vs_real import example_rows
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+# Relative errors (predicted / measured − 1) measured on the shipped runs, then the tolerance:
+#                 tokens/s        waiting (sync_wait_s, summed)   steps per replica (0, 1)
+# sync            −1.7 %  (5 %)   +9.5 %  (15 %)                  −2.4 %, −2.4 % (5 %)
+# edit (calib.)   +5.5 %  (8 %)   +8.9 %  (15 %)                  +3.7 %, +3.7 % (5 %)
+# aedit           +13.6 % (18 %)  +29.5 % (40 %)                  +2.5 % (5 %), +36 % (45 %)
+# A-EDiT's slow replica is the simulator's known miss (README, "Previews against real runs"): the
+# simulator gives every rank the compute speed of the calibration run, where EDiT's fast replica lent
+# its cores to the straggler while it waited; under A-EDiT nobody waits, so the real straggler is slower.
+ACCURACY = {
+    "sync": {"tokens": 0.05, "wait": 0.15, "steps": (0.05, 0.05)},
+    "edit": {"tokens": 0.08, "wait": 0.15, "steps": (0.05, 0.05)},
+    "aedit": {"tokens": 0.18, "wait": 0.40, "steps": (0.05, 0.45)},
+}
 
-BUDGET = 2.0
-MAX_DRIFT = 0.10  # the calibration run made twice: a larger difference is the machine, not the simulator
-# The benchmark holds the 15% target on an idle machine with 4 s runs. These 2 s runs on a CI machine
-# vary more than that between identical runs (a DiLoCo run measured 16% below its prediction while the
-# calibration run repeated within 10%), so the test guards against a simulator gone wrong (a method's
-# collectives or a straggler mis-modelled move a prediction by far more), not the benchmark's 15%.
-TOKENS_TOL = 0.30
+
+@pytest.fixture(scope="module")
+def rows():
+    return {r["method"]: r for r in example_rows()}
 
 
-def test_previews_match_real_runs(tmp_path: Path):
-    calibration = launch(config("edit", 2.0, False, BUDGET, tmp_path / "a"))
-    costs = calibrate(calibration)
-    runs = [launch(config(method, factor, True, BUDGET, tmp_path)) for method, factor in (("diloco", 2.0), ("edit", 1.0))]
-    again = launch(config("edit", 2.0, False, BUDGET, tmp_path / "b"))
-    drift = again.summary["tokens_per_s"] / calibration.summary["tokens_per_s"] - 1.0
-    if abs(drift) > MAX_DRIFT:  # the comparison needs a machine whose speed holds still for a minute
-        pytest.skip(f"two identical runs a minute apart differ by {drift:+.0%} in tokens/s: the machine is too "
-                    "busy to compare timings")
-    for run in runs:
-        method = run.config.method
-        pred = simulate(run.config, costs).summary
-        row = compare(pred, run.summary)
-        assert abs(row["tokens_rel_err"]) <= TOKENS_TOL, (method, f"tokens/s predicted {row['predicted_tokens_per_s']:.0f}, measured "
-                                          f"{row['real_tokens_per_s']:.0f} (tolerance {TOKENS_TOL:.0%})")
-        assert row["sync_wait_ok"], (method, f"waiting predicted {row['predicted_sync_wait_s']:.2f} s, measured "
-                                             f"{row['real_sync_wait_s']:.2f} s")
-        assert row["predicted_steps"]["0"] == pytest.approx(row["real_steps"]["0"], rel=0.2)
-        print(method, f"tokens/s {row['tokens_rel_err']:+.1%}", f"waiting {row['predicted_sync_wait_s']:.2f} vs "
-              f"{row['real_sync_wait_s']:.2f} s")
+def test_every_shipped_run_is_predicted(rows):
+    assert set(rows) == set(ACCURACY)
+    assert [m for m, r in rows.items() if r["calibration"]] == ["edit"]
+
+
+def _errors(row) -> str:
+    """The row's relative errors, as the table above gives them (to re-measure it after a change that is meant)."""
+    steps = ", ".join(f"{row['predicted_steps'][r] / row['real_steps'][r] - 1:+.1%}" for r in ("0", "1"))
+    return f"tokens/s {row['tokens_rel_err']:+.1%}, waiting {row['sync_wait_rel_err']:+.1%}, steps {steps}"
+
+
+@pytest.mark.parametrize("method", ACCURACY)
+def test_the_prediction_of_a_shipped_run_is_as_accurate_as_measured(rows, method):
+    """A failure says a change moved the simulator, calibration or a shipped run: if it was meant (the
+    examples re-recorded, the straggler modelled differently), measure again and update ACCURACY."""
+    row, tol = rows[method], ACCURACY[method]
+    assert abs(row["tokens_rel_err"]) <= tol["tokens"], (method, _errors(row))
+    assert abs(row["sync_wait_rel_err"]) <= tol["wait"], (method, _errors(row))
+    for r, rel in zip(("0", "1"), tol["steps"]):
+        assert row["predicted_steps"][r] == pytest.approx(row["real_steps"][r], rel=rel), (method, _errors(row))
+
+
+def test_the_readme_verdicts_of_the_shipped_rows(rows):
+    """The README table's last column for these rows: sync and EDiT within both of the benchmark's targets,
+    A-EDiT within the tokens/s one only (its waiting misses, for the reason above)."""
+    verdicts = {m: (r["tokens_ok"], r["sync_wait_ok"]) for m, r in rows.items()}
+    assert verdicts == {"sync": (True, True), "edit": (True, True), "aedit": (True, False)}
+    # the straggler shows in the prediction as it did in the runs: lockstep for sync and EDiT, and A-EDiT's
+    # fast replica trains on (the real ratio is 2.0, the predicted one 1.5, the miss above)
+    for m in ("sync", "edit"):
+        assert len(set(rows[m]["predicted_steps"].values())) == 1
+    assert rows["aedit"]["predicted_steps"]["0"] > 1.4 * rows["aedit"]["predicted_steps"]["1"]
