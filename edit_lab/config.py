@@ -177,8 +177,9 @@ class RunConfig:
                                gt=0.0, finite=True)
     co2_outer_momentum: float = knob(0.5, "CO2's heavy-ball outer momentum μ (the authors' default 0.5)",
                                      section=S_OUTER, ge=0.0, lt=1.0)
-    co2_staleness_penalty: float = knob(1.0, "λ: the one-round-stale mean pseudo-gradient enters the outer momentum "
-                                        "divided by λ (1: no penalty, the authors' default)", section=S_OUTER,
+    co2_staleness_penalty: float = knob(1.0, "λ: the pull of the anchor towards the replicas' one-round-stale mean "
+                                        "(a − x̄) enters the outer momentum divided by λ (1: no penalty, the authors' "
+                                        "default)", section=S_OUTER,
                                         gt=0.0, finite=True)
     co2_momentum_clip: float = knob(0.0, "c: clamp every outer-momentum value to [−c, c] before the anchor moves "
                                     "(0: off, the authors' default)", section=S_OUTER, ge=0.0, finite=True)

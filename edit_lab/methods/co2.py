@@ -9,24 +9,36 @@ At the boundary that closes round k (k ≥ 1), on every rank, for its shard of e
     Δ_k    ← a − θ                  # this replica's round k, measured from the anchor the round began at
     issue  all_reduce_sum(Δ_k) over the sync group, async        # kind 'co2_reduce'; waited at boundary k+1
     wait   for round k−1's all-reduce; Δ̄_{k−1} ← sum / R          # nothing in flight yet at k = 1
-    b      ← μ·b + Δ̄_{k−1} / λ      # heavy-ball outer momentum (b starts at 0); λ: staleness-gap penalty
+    g      ← Δ̄_{k−1} − lr·b        # = a − x̄_{k−1}: round k−1's mean endpoint seen from the anchor as it is now
+    b      ← μ·b + g / λ            # heavy-ball outer momentum (b starts at 0); λ: staleness-gap penalty
     b      ← clamp(b, −c, c)         # outer-momentum clipping, only when c > 0
     a      ← a − lr·b
     θ      ← a                       # every replica restarts from the updated anchor
 
-This is the outer step of the authors' code (edit-method.md §9): heavy-ball, not Nesterov, with its
-defaults lr = `co2_outer_lr` 1.0, μ = `co2_outer_momentum` 0.5, λ = `co2_staleness_penalty` 1.0 (no
-penalty) and c = `co2_momentum_clip` 0 (no clipping). λ > 1 shrinks the stale update, which was
-computed from an anchor one step older than the one it is applied to. CO2 therefore has its own outer
-optimizer, `CO2Outer`, separate from the `outer_*` settings (Nesterov 0.7 / 0.8) of DiLoCo and EDiT.
-Every local step enters the anchor exactly once: round k's Δ is measured from the anchor round k
-started at, and round k+1 starts from an anchor that does not hold round k yet (that is the price of
-the overlap). With lr 1, μ 0 and λ 1 CO2 is Post Local SGD one round late.
+This is the outer step of the authors' code (edit-method.md §9), b ← μ·b + (a − x)/λ with a the anchor
+*at the step* and x the averaged parameters: heavy-ball, not Nesterov, with its defaults lr =
+`co2_outer_lr` 1.0, μ = `co2_outer_momentum` 0.5, λ = `co2_staleness_penalty` 1.0 (no penalty) and
+c = `co2_momentum_clip` 0 (no clipping). Round k−1 trained from the anchor before the last step, so its
+mean endpoint is x̄_{k−1} = a_then − Δ̄_{k−1}, and a_now − a_then = −lr·b: hence g = Δ̄_{k−1} − lr·b, with
+no parameters sent and nothing stored. λ > 1 shrinks the pull towards that stale endpoint. CO2 therefore
+has its own outer optimizer, `CO2Outer`, separate from the `outer_*` settings (Nesterov 0.7 / 0.8) of
+DiLoCo and EDiT. With lr 1, μ 0 and λ 1 CO2 is Post Local SGD one round late: the anchor becomes the
+replicas' mean endpoint of the round before.
+
+Why not Δ̄ alone (the lab's arithmetic until issue 23): round k+1 restarts from an anchor that lacks
+round k and re-trains much of the same ground, so adding Δ̄_k to it one boundary later counts that
+progress twice. On a direction where a round of τ steps removes a fraction ρ of the error that is the
+delayed recurrence e' = e − lr·b, b' = μ·b + ρ·e₋ (e: the anchor's error now, e₋: that of the
+anchor the landed round began at), whose roots have |z|² = μ + lr·ρ: above 1 at the
+defaults once ρ > 0.5 (the validation loss of a 1×2 tiny run rose from step 48 on). With g the
+recurrence is b' = μ·b + e − (1 − ρ)·e₋, stable for every ρ in (0, 1] at the defaults
+(`tests/unit/test_co2.py` runs it on a quadratic).
 
 θ = a, bit for bit the same on every replica, after every boundary. `finalize` measures the steps
 trained since the last boundary (against the anchor they started from), lands the round in flight,
 averages that last partial round with a blocking all-reduce (kind 'sync_reduce') and applies it at
-once, so the run ends with θ = a everywhere and every local step in the anchor.
+once (by the same step, seen from the anchor the landing just moved), so the run ends with θ = a
+everywhere and every round's mean used.
 """
 
 from __future__ import annotations
@@ -43,12 +55,13 @@ from .local_sgd import LocalSGDMethod
 class CO2Outer(OuterState):
     """Anchor shards and CO2's heavy-ball outer momentum, one pair per unit: a boundary's arithmetic.
 
-    Why not OuterState's torch SGD: the authors clamp the momentum buffer between its update and its
-    use (and the clamped buffer is what carries over), which `torch.optim.SGD` cannot do. Without the
-    clamp and with λ = 1 this is exactly torch's heavy-ball SGD (momentum μ, dampening 0, no Nesterov,
-    the buffer starting at the first gradient, i.e. μ·0 + g); `tests/unit/test_co2.py` checks both,
-    and a two-round sequence computed by hand. Everything here is local to one rank's shard: the
-    clamp is element-wise, so unlike EDiT's norm clip it needs no exchange over the shard group.
+    Why not OuterState's torch SGD: the gradient it needs, a − x̄ = Δ̄ − lr·b, depends on the buffer,
+    and the authors' code means to clamp the buffer between its update and its use (the clamped buffer
+    carrying over), neither of which `torch.optim.SGD` can do. Without the clamp and with λ = 1 this is
+    exactly torch's heavy-ball SGD (momentum μ, dampening 0, no Nesterov) fed a − x̄ with the stale mean
+    endpoint x̄; `tests/unit/test_co2.py` checks that, the clamp, and a three-boundary sequence by hand.
+    Everything here is local to one rank's shard: the clamp is element-wise, so unlike EDiT's norm clip
+    it needs no exchange over the shard group.
     """
 
     def __init__(self, shards: list[torch.Tensor], lr: float, momentum: float, penalty: float = 1.0,
@@ -66,9 +79,17 @@ class CO2Outer(OuterState):
     # region co2-outer-step
     @torch.no_grad()
     def step(self, unit: int, delta_bar: torch.Tensor) -> None:
-        """b ← μ·b + Δ̄/λ; b ← clamp(b, −c, c) when c > 0; a ← a − lr·b (unit `unit`, this rank's shard)."""
+        """g ← Δ̄ − lr·b; b ← μ·b + g/λ; b ← clamp(b, −c, c) when c > 0; a ← a − lr·b (unit `unit`, this shard).
+
+        Δ̄ is a mean measured from the anchor *before the last step* (the anchor its round started at),
+        i.e. the round's mean endpoint is x̄ = a_then − Δ̄. The authors' step compares the anchor as it is
+        now with that endpoint: g = a_now − x̄ = Δ̄ + (a_now − a_then) = Δ̄ − lr·b, b being the step the
+        anchor took since (0 before the first). Feeding Δ̄ itself adds round k's progress to an anchor
+        that round k+1 has already re-trained from, counting it twice: unstable at lr 1 (module docstring).
+        """
         a, b = self.anchors[unit], self.momenta[unit]
-        b.mul_(self.momentum).add_(delta_bar.to(a.device), alpha=1.0 / self.penalty)
+        g = delta_bar.to(a.device) - self.lr * b  # a_now − x̄: the stale endpoint seen from the current anchor
+        b.mul_(self.momentum).add_(g, alpha=1.0 / self.penalty)
         if self.clip > 0:
             b.clamp_(-self.clip, self.clip)
         a.sub_(b, alpha=self.lr)
@@ -183,15 +204,16 @@ class CO2Method(LocalSGDMethod):
         # (`final_sync_needed`: the same decision on every replica, with a time budget too)
         partial = outer.pseudo_gradients(shards) if self.final_sync_needed(step) else None
         pending, self.in_flight = self.in_flight, None
-        self.land(pending)
+        applied = self.land(pending)
         if partial is not None:
             self.comm.all_reduce(partial, group="sync", kind="sync_reduce")
             self.outer_step(partial)
-            self.last_sync_step = step
-            self.n_syncs += 1
         outer.restart(shards)
         self.log_all_checksums()
-        self.log.record("sync", step=step, final=True)
+        if partial is not None:  # one more sync: the partial round's mean (and the landing before it)
+            self.sync_finished(step, checkpoint=False, final=True, applied_round=applied)
+        elif applied is not None:  # the run ended on a boundary, already recorded as a sync: only the landing
+            self.log.record("co2_landing", step=step, final=True, applied_round=applied)
 
     # ------------------------------------------------------------ accounting
     def extra_state_numel(self) -> int:

@@ -46,6 +46,12 @@ def test_co2_learns(co2):
     vals = [v for _, v in run.val_losses()]
     assert len(vals) == 3 and vals[-1] < vals[0]  # evaluated on the anchor, which improves too
     assert run.summary["method_info"]["applied_rounds"] == BOUNDARIES  # each round's mean, applied once
+    # one record per sync: the run ends on a boundary (18), so the end only lands round 18's mean, and that
+    # landing is recorded as such, not as a fifth sync (notebook 02 counted 5 for 4)
+    assert [r["step"] for r in run.syncs if r["kind"] == "sync"] == BOUNDARIES
+    assert run.summary["method_info"]["syncs"] == len(BOUNDARIES)
+    assert [r for r in run.syncs if r["kind"] == "co2_landing"] == [
+        {"kind": "co2_landing", "step": STEPS, "final": True, "applied_round": STEPS}]
     # the anchor was stepped by CO2's own heavy-ball outer optimizer, with the co2_* settings
     assert run.summary["method_info"]["outer"] == {"lr": cfg.co2_outer_lr, "momentum": cfg.co2_outer_momentum,
                                                    "staleness_penalty": cfg.co2_staleness_penalty,
