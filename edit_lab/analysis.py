@@ -212,6 +212,27 @@ def memory_table(run: RunLike) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------------------- replicas
+def trained_steps(run: RunLike) -> dict[int, int]:
+    """{replica: the end (exclusive) of its training steps}, the bound of every per-step table and figure.
+
+    `cfg.steps` without a time budget. With one, `steps` is ignored (edit-method.md §12): each replica
+    trained as many steps as fit, its own number (86 where the config says 40). Then the end is 1 + the
+    replica's last training row in metrics.jsonl (a resumed run's carried rows included, so it counts from
+    step 0, as the events do), or summary.json's per-replica `steps` for a run without training rows.
+    """
+    r = as_run(run)
+    cfg = r.config
+    if not cfg.time_budget:
+        return {rep: cfg.steps for rep in range(cfg.replicas)}
+    last: dict[int, int] = {}
+    for m in r.metrics:
+        if m["kind"] == "train":
+            last[int(m["replica"])] = max(last.get(int(m["replica"]), -1), int(m["step"]))
+    per = r.summary.get("per_replica", {})
+    return {rep: last[rep] + 1 if rep in last else int(per.get(str(rep), {}).get("steps", 0))
+            for rep in range(cfg.replicas)}
+
+
 def replica_table(run: RunLike, from_step: int = 0) -> pd.DataFrame:
     """Per replica: tokens, steps, time, blocked time on the sync group, achieved and own-pace tokens/s.
 
@@ -229,9 +250,8 @@ def replica_table(run: RunLike, from_step: int = 0) -> pd.DataFrame:
     m = metrics_table(r)
     summ = r.summary.get("per_replica", {})
     # warm-up, and the final sync and eval after training, are left out; with a time budget each replica
-    # trained its own number of steps (summary.json's per-replica `steps`)
-    end = {rep: int(summ.get(str(rep), {}).get("steps", cfg.steps)) if cfg.time_budget else cfg.steps
-           for rep in range(cfg.replicas)}
+    # trained its own number of steps
+    end = trained_steps(r)
     training = [e for e in r.events if from_step <= e["step"] < end[e["replica"]]]
     blocked = r.overlap.replica_blocked_s(training, cfg.shards)
     straggle: dict[int, float] = {}
@@ -308,9 +328,10 @@ def rounds_table(run: RunLike) -> pd.DataFrame:
     Uses `summary.method_info["local_steps_per_round"]` when the method reports it (A-EDiT: a list per
     round of per-replica counts, counted from the end of warm-up). Otherwise derives rounds from the
     run: every step
-    with a cross-replica gradient all-reduce is a round of one step, and every model sync recorded
-    in syncs.jsonl (or an anchor creation) closes a round. Columns: replica, round, start_step,
-    end_step (exclusive), local_steps.
+    with a cross-replica gradient all-reduce is a round of one step, every model sync recorded
+    in syncs.jsonl (or an anchor creation) closes a round, and the run's closing sync closes the last
+    one at the replica's own end (`trained_steps`: with a time budget the steps it trained, not
+    `cfg.steps`). Columns: replica, round, start_step, end_step (exclusive), local_steps.
     """
     r = as_run(run)
     cols = ["replica", "round", "start_step", "end_step", "local_steps"]
@@ -330,11 +351,12 @@ def rounds_table(run: RunLike) -> pd.DataFrame:
         return pd.DataFrame(rows, columns=cols)
     cfg = r.config
     shared = {int(s["step"]) for s in r.syncs if s.get("kind") in ("sync", "anchor")}
+    ends = trained_steps(r)
     for rep in range(cfg.replicas):
         rank = rep * cfg.shards
         bounds = set(shared)
         bounds |= {e["step"] + 1 for e in r.events if e["rank"] == rank and e["kind"] == "grad_all_reduce"}
-        bounds = sorted(b for b in bounds | {0} if 0 <= b <= cfg.steps)
+        bounds = sorted(b for b in bounds | {0, ends[rep]} if 0 <= b <= ends[rep])
         for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
             rows.append({"replica": rep, "round": i, "start_step": a, "end_step": b, "local_steps": b - a})
     return pd.DataFrame(rows, columns=cols)
@@ -345,7 +367,7 @@ def sync_window(run: RunLike) -> tuple[int, int]:
     (where the sync traffic and its overlap are), or steps 1–2 when the method never syncs (step 0
     also pays one-off start-up costs)."""
     r = as_run(run)
-    steps = r.config.steps
+    steps = max(trained_steps(r).values(), default=0)
     syncs = sorted(int(s["step"]) for s in r.syncs if s.get("kind") == "sync" and int(s["step"]) < steps)
     if syncs:
         return max(syncs[0] - 1, 0), syncs[0]

@@ -29,7 +29,7 @@ import time
 import warnings
 from datetime import datetime
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from . import forkserver, outdir, rundir
 from .config import ConfigError, RunConfig
@@ -212,7 +212,7 @@ def _run(cfg: RunConfig, out: Path, stall_timeout_s: float | None) -> Run:
     env = _worker_env(cfg)
     server = forkserver.server_for(env) if forkserver.enabled(cfg.device) else None
     procs: list[WorkerProcess] = []
-    bar = None
+    bar, succeeded = None, False
     try:
         for rank in range(cfg.world_size):
             argv = ["--config", str(out / rundir.CONFIG), "--rank", str(rank), "--world-size", str(cfg.world_size),
@@ -231,6 +231,7 @@ def _run(cfg: RunConfig, out: Path, stall_timeout_s: float | None) -> Run:
                 _stop(procs)
                 raise WorkerError(rank, tb, out)
             if all(c == 0 for c in codes):
+                succeeded = True
                 break
             prog = rundir.read_progress(out / rundir.PROGRESS)
             step = prog[0] if prog else 0
@@ -246,13 +247,27 @@ def _run(cfg: RunConfig, out: Path, stall_timeout_s: float | None) -> Run:
         _stop(procs)
         raise
     finally:
-        if bar is not None:
-            bar.close()
+        close_bar(bar, succeeded)
     run = Run(out)
     note = readmission_note(run.summary, run.path, cfg.penalty_readmit_after)
     if note:
         warnings.warn(note, stacklevel=3)
     return run
+
+
+def close_bar(bar: Any, succeeded: bool) -> None:
+    """Close the launcher's tqdm bar (None: no bar), full when the run succeeded.
+
+    The bar follows the progress file, which a time-budget run last writes as int(t) of its last step
+    start, below the budget (9 of a 10 s budget), and whose final write a run may leave unread when its
+    ranks exit between two polls. In a notebook tqdm draws a bar closed short of its total red (danger),
+    as for a failure; so a run that succeeded fills its bar first, and a failed one stays where it stopped.
+    """
+    if bar is None:
+        return
+    if succeeded and bar.total:
+        bar.update(bar.total - bar.n)
+    bar.close()
 
 
 def readmission_note(summary: dict, path: Path | str, k: int) -> str | None:

@@ -373,7 +373,7 @@ def softmax_weights(
               Computed as exp(−(G_r − G_min)/T) with G_min the smallest norm among the non-anomalous
               replicas, so the largest term is exactly 1 and nothing overflows or underflows to 0/0.
     disabled: plain mean over the non-anomalous replicas (1/k each, k of them); the norms are not looked at.
-    all anomalous: all zeros (the caller then skips the outer step, see `all_anomalous`).
+    all anomalous: all zeros (the caller then skips the outer step, see `outer_step_skipped`).
 
     Anomalous replicas are excluded in both modes, so switching weighting off keeps the anomaly filter
     (with no anomalies, disabled gives the paper's plain 1/R). With weighting on, a non-anomalous replica
@@ -431,10 +431,20 @@ def clip_factor(norm: float, clip_norm: float) -> float:
     return min(1.0, float(clip_norm) / (n + CLIP_EPS))
 
 
-def all_anomalous(anomalous: Sequence[bool]) -> bool:
-    """True when every replica was flagged for this unit: there is nothing to aggregate, skip the outer step."""
+def outer_step_skipped(anomalous: Sequence[bool], steps: Sequence[int]) -> bool:
+    """True when no replica that trained in the round (k_r > 0) is admitted for this unit: skip the outer step.
+
+    The authors skip when every replica is anomalous: there is nothing to aggregate. A replica with k = 0
+    (A-EDiT's replica that finished early and waits in `finalize`, a time-budget run's closing round) holds
+    θ = a, so its Δ = 0 carries nothing, and it is never judged, so never flagged. Counted as admitted, it
+    would keep the outer step running when every replica that trained is flagged: the weights are all 0,
+    Δ̄ = 0, and Nesterov's momentum alone would move the anchor. With k > 0 everywhere (EDiT with a fixed τ)
+    this is exactly the authors' rule.
+    """
     _check_replicas(None, anomalous)
-    return all(bool(a) for a in anomalous)
+    if len(steps) != len(anomalous):
+        raise ValueError(f"got {len(steps)} step counts for {len(anomalous)} anomaly flags; need one per replica")
+    return not any(not bool(a) and int(k) > 0 for a, k in zip(anomalous, steps))
 
 
 def readmitted_replicas(flagged: Sequence[bool], streaks: Sequence[int], judged: Sequence[float | None],

@@ -14,7 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from .analysis import as_run, capacity_bound, comm_split, comm_totals, replica_table, run_label, sync_window
+from .analysis import (as_run, capacity_bound, comm_split, comm_totals, replica_table, run_label, sync_window,
+                       trained_steps)
 from .config import RunConfig
 from .run import Run
 from .viz.export import figure_div, page
@@ -59,13 +60,14 @@ def _df_html(df: pd.DataFrame, floats: str = "{:.4g}") -> str:
 def build_report(run: Run) -> str:
     """The report's HTML text (figures in order: timeline, loss, stragglers, penalty, memory)."""
     s, cfg = run.summary, run.config
-    comm = comm_totals(run, steps=(0, cfg.steps - 1))
+    steps = max(trained_steps(run).values(), default=0)  # with a time budget not cfg.steps, which it ignored
+    comm = comm_totals(run, steps=(0, steps - 1))
     cap = capacity_bound(run)
     tps = s.get("tokens_per_s") or 0.0
     hidden_pct = 100 * comm["hidden_s"] / comm["total_s"] if comm["total_s"] > 0 else 0.0
     key = [
         ("run directory", str(run.path)),
-        ("wall-clock time", f"{_fmt(s.get('wall_s'), '.2f')} s for {cfg.steps} steps "
+        ("wall-clock time", f"{_fmt(s.get('wall_s'), '.2f')} s for {steps} steps "
                             f"({_fmt(1e3 * (s.get('step_time_s') or 0), '.1f')} ms per step)"),
         ("throughput", f"{_fmt(tps, '.0f')} tokens/s, capacity bound {_fmt(cap, '.0f')} tokens/s "
                        f"({_fmt(100 * tps / cap if cap else 0, '.0f')}%)"),
@@ -85,7 +87,7 @@ def build_report(run: Run) -> str:
     if run.penalty:
         figs.append(("Penalty decisions", penalty_figure(run)))
     figs.append(("Memory per rank", memory_figure(run)))
-    kinds = comm_split(run, by=("kind", "group"), steps=(0, cfg.steps - 1))
+    kinds = comm_split(run, by=("kind", "group"), steps=(0, steps - 1))
     body = [
         f"<h1>Run report: {html.escape(run_label(run))}</h1>",
         f"<p class='note'>written {datetime.datetime.now():%Y-%m-%d %H:%M} by edit_lab; the Chrome/Perfetto "

@@ -12,7 +12,8 @@ Then, unit by unit, right before the shard group all-gathers unit l:
 
 3. *aggregate* — all-reduce of w_r·Δ_r over the sync group (the big transfer);
 4. *clip* the aggregated pseudo-gradient of the unit at φ (its norm: a shard-group all-reduce);
-5. *outer step* on the anchor shard, unless every replica was anomalous; then θ ← a.
+5. *outer step* on the anchor shard, unless no replica that trained in the round (k > 0) was
+   admitted (`penalty.outer_step_skipped`); then θ ← a.
 
 With prefetch, unit l+1's aggregate is issued asynchronously in unit l's pre-forward and waited for
 in unit l+1's, so its transfer travels while unit l computes. The arithmetic is identical either
@@ -33,7 +34,7 @@ import torch
 from ..comm import Handle
 from ..exchanges import COLUMN, DECISION_FIELDS, Decision
 from ..norms import squared_norm
-from ..penalty import (AnomalyDetector, PenaltyConfig, all_anomalous, clip_factor, readmitted_replicas,
+from ..penalty import (AnomalyDetector, PenaltyConfig, clip_factor, outer_step_skipped, readmitted_replicas,
                        softmax_weights, step_scaled_norms)
 from ..schedule import is_sync_step
 from .local_sgd import LocalSGDMethod
@@ -212,7 +213,8 @@ class EDiTMethod(LocalSGDMethod):
             if factor < 1.0:
                 delta_bar.mul_(factor)
         anomalous = [bool(x) for x in self.decisions[:, unit, COLUMN.outlier].tolist()]
-        skipped = all_anomalous(anomalous)
+        steps = [int(k) for k in self.decisions[:, unit, COLUMN.steps].tolist()]
+        skipped = outer_step_skipped(anomalous, steps)  # no replica that trained is admitted
         theta = self.engine.shards[unit]
         with self.log.span("outer_step", unit=unit, skipped=skipped):
             if not skipped:

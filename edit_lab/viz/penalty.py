@@ -105,7 +105,7 @@ def penalty_figure(run: RunLike, units: Iterable[int] | None = None, title: str 
             fig.add_trace(go.Scatter(x=sk["step"], y=[0.5] * len(sk), mode="markers+text", text=["skipped"] * len(sk),
                                      textposition="top center", name="outer step skipped", legendgroup="skipped",
                                      showlegend=first, marker=dict(symbol="circle-open", size=12, color=EXPOSED),
-                                     hovertemplate="step %{x}: every replica anomalous, outer step skipped"
+                                     hovertemplate="step %{x}: every replica that trained anomalous, outer step skipped"
                                                    "<extra></extra>", meta={"role": "skipped"}), row=3, col=c)
         g = du["G"].astype(float)
         g = g[g > 0]

@@ -48,7 +48,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analysis import RunLike, as_run, as_runs, run_labels
+from ..analysis import RunLike, as_run, as_runs, run_labels, trained_steps
 from ..events import is_cross_replica
 from ..overlap import merge, subtract
 from ..run import Run
@@ -115,9 +115,10 @@ def _step_spans_of(evs: list[Event], steps: int) -> dict[int, tuple[float, float
 
 def step_spans(run: RunLike, replica: int) -> dict[int, tuple[float, float]]:
     """{step: (start, end)} of `replica`'s training steps on its representative rank (the definition of a
-    local step above, before the waiting, pause and evaluation are cut out)."""
+    local step above, before the waiting, pause and evaluation are cut out), up to the steps it trained
+    (`trained_steps`: with a time budget not `cfg.steps`, which the run ignored)."""
     r = as_run(run)
-    return _step_spans_of(_rank_events(r, representative_rank(r, replica)), r.config.steps)
+    return _step_spans_of(_rank_events(r, representative_rank(r, replica)), trained_steps(r)[replica])
 
 
 def _tagged_union(ivs: Iterable[Tagged]) -> list[Tagged]:
@@ -151,6 +152,7 @@ def round_blocks(run: RunLike, window: Window | None = None) -> list[dict[str, A
     ov = r.overlap
     lo, hi = window if window is not None else (-math.inf, math.inf)
     out: list[dict[str, Any]] = []
+    ends = trained_steps(r)
     for rep in range(cfg.replicas):
         rank = representative_rank(r, rep)
         evs = _rank_events(r, rank)
@@ -162,7 +164,7 @@ def round_blocks(run: RunLike, window: Window | None = None) -> list[dict[str, A
         pauses = _cut(_tagged_union((e["t0"], e["t1"], int(e["step"])) for e in evs if e["kind"] == "straggle"),
                       taken)
         taken = merge(taken + [(a, b) for a, b, _ in pauses])
-        steps = _cut(((a, b, s) for s, (a, b) in sorted(_step_spans_of(evs, cfg.steps).items())), taken)
+        steps = _cut(((a, b, s) for s, (a, b) in sorted(_step_spans_of(evs, ends[rep]).items())), taken)
         sync = _tagged_union((e["t0"], e["t1"], int(e["step"])) for e in cross)
         rows = []
         for kind, ivs in (("wait", wait), ("eval", evals), ("straggle", pauses), ("step", steps), ("sync", sync)):
@@ -240,7 +242,7 @@ def default_window(runs: RunLike | Sequence[RunLike], rounds: int = DEFAULT_ROUN
     starts, caps, needs = [], [], []
     for r in rs:
         cfg = r.config
-        w = min(cfg.warmup_steps, max(cfg.steps - 1, 0))
+        w = min(cfg.warmup_steps, max(min(trained_steps(r).values(), default=0) - 1, 0))
         anchor = [step_spans(r, rep).get(w) for rep in range(cfg.replicas)]
         starts.append(min(a[0] for a in anchor if a) if any(anchor) else 0.0)
         caps.append(_done_at(r))

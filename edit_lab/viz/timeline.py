@@ -106,7 +106,7 @@ def _extra(ev: dict[str, Any], ov: Overlap) -> str:
     if ev["kind"] == "straggle":
         return f"simulated {data.get('reason', '')} pause, planned {1e3 * float(data.get('planned', 0)):.1f} ms"
     if ev["kind"] == "outer_step" and data.get("skipped"):
-        return "skipped: every replica anomalous"
+        return "skipped: every replica that trained anomalous"
     return ""
 
 

@@ -259,3 +259,48 @@ def test_engine_decisions_are_the_replay_of_their_norms(resumed_with_larger_tau)
             assert [j.outlier for j in locked[0]][-3:] == [True, True, True]
         assert not any(j.outlier for r in (0, 1) for j in replay(PenaltyConfig(), norms, steps)[r])
 
+
+
+# ---------------------------------------------------------------- a finished replica beside flagged ones (issue 23)
+
+
+@pytest.fixture(scope="module")
+def finished_replica(tmp_path_factory):
+    """A-EDiT 1×2 with replica 1 four times as slow: replica 0 runs its 40 steps first, then meets (flagged
+    done) and takes part in replica 1's remaining syncs with k = 0 (never judged, so never flagged). Replica
+    1's block 0 is spiked after its step 30, when replica 0 has long finished (at about replica 1's step 10
+    to 20, however busy the machine) and with several syncs still to come, so the spike is judged."""
+    cfg = small(method="aedit", shards=1, replicas=2, steps=40, warmup_steps=2, sync_period=0.15, min_sync_steps=1,
+                straggler_replicas=(1,), straggler_factor=4.0, spike_replica=1, spike_step=30,
+                spike_units=SPIKE_UNITS, checksums=True, threads=1,
+                out=str(tmp_path_factory.mktemp("finished_replica") / "run"))
+    return launch(cfg)
+
+
+def _syncs_of_unit(run, unit):
+    """[[record of replica 0, 1, …] per sync, in the order of the syncs]: the records of one sync, not of one
+    step (a finished replica's records all carry its last step, and rank 0 writes them)."""
+    recs = [p for p in run.penalty if p["unit"] == unit]
+    R = run.config.replicas
+    return [sorted(recs[i:i + R], key=lambda p: p["replica"]) for i in range(0, len(recs), R)]
+
+
+def test_a_unit_whose_trained_replicas_are_all_flagged_is_skipped_beside_a_finished_one(finished_replica):
+    run, unit = finished_replica, SPIKE_UNITS[0]
+    syncs = _syncs_of_unit(run, unit)
+    alone = [i for i, (r0, r1) in enumerate(syncs) if r0["steps"] == 0 and r1["steps"] > 0 and r1["outlier"]]
+    assert alone, ("the spike was not judged while replica 0 had finished (the machine did not make replica 1 "
+                   f"slow enough?): {[(p['steps'], p['outlier']) for recs in syncs for p in recs]}")
+    for recs in syncs:  # skipped exactly when no replica that trained is admitted
+        admitted = any(not p["outlier"] and p["steps"] > 0 for p in recs)
+        assert all(p["skipped"] == (not admitted) for p in recs), recs
+        if not admitted:
+            assert all(p["weight"] == 0.0 for p in recs)
+    # the skipped sync left the anchor where the previous sync put it: no momentum-only outer step
+    # (checksums by sync, not by step: the replicas are at different steps; 1 shard, so rank = replica)
+    sums = [[(e["data"]["theta"], e["data"]["anchor"]) for e in run.events_of("checksum", rank=r) if e["unit"] == unit]
+            for r in (0, 1)]
+    assert sums[0] == sums[1] and len(sums[1]) == len(syncs)  # both replicas agree at every sync
+    assert all(theta == anchor for theta, anchor in sums[1])  # θ ← a
+    for i in alone:
+        assert sums[1][i] == sums[1][i - 1], i

@@ -13,8 +13,8 @@ from edit_lab.penalty import (
     AnomalyDetector,
     PenaltyConfig,
     PenaltyValueError,
-    all_anomalous,
     clip_factor,
+    outer_step_skipped,
     readmitted_replicas,
     step_scaled_norms,
     replay,
@@ -88,7 +88,7 @@ def test_softmax_weights_refuses_bad_arguments():
         softmax_weights([], 1.0, [])
 
 
-# ---------------------------------------------------------------- clip and all_anomalous
+# ---------------------------------------------------------------- clip and the skipped outer step
 
 
 def test_clip_factor_values_of_section_8():
@@ -111,12 +111,36 @@ def test_clip_factor_edge_cases():
         clip_factor(-1.0, 1.0)
 
 
-def test_all_anomalous():
-    assert all_anomalous([True, True, True]) is True
-    assert all_anomalous([True, False, True]) is False
-    assert all_anomalous([False]) is False
+def test_outer_step_skipped_when_every_replica_is_anomalous():
+    """The authors' rule, where every replica trained (EDiT with a fixed τ)."""
+    assert outer_step_skipped([True, True, True], [4, 4, 4]) is True
+    assert outer_step_skipped([True, False, True], [4, 4, 4]) is False
+    assert outer_step_skipped([False], [4]) is False
     with pytest.raises(ValueError):
-        all_anomalous([])
+        outer_step_skipped([], [])
+    with pytest.raises(ValueError, match="step counts"):
+        outer_step_skipped([True, False], [4])
+
+
+def test_outer_step_skipped_when_only_a_replica_without_steps_is_admitted():
+    """A replica with k = 0 (A-EDiT's finished replica) is never judged, so never flagged: it must not keep
+    the outer step running for the flagged replicas that trained (issue 23)."""
+    assert outer_step_skipped([False, True], [0, 7]) is True
+    assert outer_step_skipped([False, True, True], [0, 3, 5]) is True
+    assert outer_step_skipped([False, True, False], [0, 3, 5]) is False  # one that trained is admitted
+    assert outer_step_skipped([False, False], [0, 0]) is True  # nobody trained: nothing to aggregate
+
+
+@pytest.mark.parametrize("flags", [(a, b, c) for a in (False, True) for b in (False, True) for c in (False, True)])
+@pytest.mark.parametrize("steps", [(5, 5, 5), (0, 3, 6), (0, 0, 4), (2, 0, 0)])
+def test_the_outer_step_runs_exactly_when_some_weight_is_left(flags, steps):
+    """Hand-built decisions of one unit through A-EDiT's weights (softmax, then `active_weights`): the lesson
+    says 'no bar: the outer step is skipped', so a sync whose weights are all 0 must skip, and one with a
+    weight must not."""
+    from edit_lab.methods.aedit import active_weights
+
+    weights = active_weights(softmax_weights([1.0, 2.0, 3.0], 1.0, list(flags)), list(steps))
+    assert outer_step_skipped(list(flags), list(steps)) == (not any(w > 0.0 for w in weights))
 
 
 # ---------------------------------------------------------------- anomaly detector

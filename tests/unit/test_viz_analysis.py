@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -169,3 +170,46 @@ def test_budget_table(fake):
     ended = A.rounds_table(fake)
     k = int(ended[(ended["replica"] == 1) & (ended["end_step"] == 4)]["local_steps"].iloc[0])
     assert row["discarded_tokens"] == pytest.approx(k * F.S * fake.config.batch_size * fake.config.seq_len / F.UNITS)
+
+
+# ---------------------------------------------------------------- time-budget runs: the steps they trained (issue 23)
+
+
+def _budget_run(path) -> Run:
+    """The fake run as a time-budget run whose config says `steps=2` (ignored with a budget): it trained 4
+    steps on replica 1 and 3 on replica 0 (replica 0's step 3 row dropped: it stopped mid-round)."""
+    path = F.make_fake_run(path)
+    cfg = json.loads((path / "config.json").read_text())
+    (path / "config.json").write_text(json.dumps({**cfg, "time_budget": 1.0, "steps": 2}))
+    rows = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+    rows = [m for m in rows if not (m["kind"] == "train" and m["replica"] == 0 and m["step"] == 3)]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in rows))
+    return Run(path)
+
+
+def test_time_budget_rounds_reach_each_replicas_own_end(tmp_path):
+    run = _budget_run(tmp_path / "budget")
+    assert A.trained_steps(run) == {0: 3, 1: 4}
+    rt = A.rounds_table(run)
+    # the closing sync ends each replica's last round at its own end, not at cfg.steps = 2
+    assert rt[rt["replica"] == 0]["local_steps"].tolist() == [1, 2]
+    assert rt[rt["replica"] == 1]["local_steps"].tolist() == [1, 2, 1]
+    assert A.sync_window(run) == (2, 3)  # the first sync (step 3) lies beyond cfg.steps
+    by_steps = Run(F.make_fake_run(tmp_path / "steps"))  # without a budget: cfg.steps for every replica
+    assert A.trained_steps(by_steps) == {0: F.STEPS, 1: F.STEPS}
+    assert A.rounds_table(by_steps)["end_step"].max() == F.STEPS
+
+
+@pytest.mark.parametrize("name", ["sync-straggler", "edit-straggler"])
+def test_shipped_time_budget_rounds_hold_every_step_trained(name):
+    """Notebook 06's "local steps per round" ended EDiT at cfg.steps though it ran twice as many."""
+    from edit_lab.examples import HERE
+
+    run = Run(HERE / name)
+    per = run.summary["per_replica"]
+    assert run.config.time_budget > 0 and run.summary["steps"] > run.config.steps
+    rt = A.rounds_table(run)
+    for rep in range(run.config.replicas):
+        mine = rt[rt["replica"] == rep]
+        assert mine["end_step"].max() == per[str(rep)]["steps"]
+        assert mine["local_steps"].sum() == per[str(rep)]["steps"]  # every step in exactly one round

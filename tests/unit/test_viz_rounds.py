@@ -201,11 +201,33 @@ def test_shipped_example_blocks_are_disjoint_and_inside_the_run(name):
             assert ivs and all(a < b for a, b in ivs)
             assert all(b0 <= a1 + 1e-12 for (_, b0), (a1, _) in zip(ivs, ivs[1:])), (name, rep, lane)
         assert all(0.0 <= b["t0"] and b["t1"] <= end for b in mine)
-        # training ends with the last step (wall_s); only the final sync and evaluation come after it
-        assert all(b["t1"] <= wall + 1e-9 for b in mine if b["kind"] in ("step", "straggle"))
-        # the red seconds are the rank's exposed sync-group time, each instant once (overlap.py)
+        # training ends with the last step (wall_s); only the final sync and evaluation come after it, and
+        # with a time budget the clock read and exchange that decided to stop (tagged with the last step, as
+        # every step's budget check is with the step before it)
         rank = rep * run.config.shards
+        last = max(b["step"] for b in mine if b["kind"] == "step")
+        stop = max((e["t1"] for e in run.events if e["rank"] == rank and e["step"] == last
+                    and e["kind"] in ("clock", "stop_check")), default=wall)
+        assert all(b["t1"] <= max(wall, stop) + 1e-9 for b in mine if b["kind"] in ("step", "straggle"))
+        # the red seconds are the rank's exposed sync-group time, each instant once (overlap.py)
         cross = [e for e in run.events if e["rank"] == rank and e.get("group") in ("sync", "world")
                  and e["kind"] != "wait"]
         exposed = run.overlap.rank_totals(cross)[rank]["exposed_s"]
         assert sum(b["t1"] - b["t0"] for b in mine if b["kind"] == "wait") == pytest.approx(exposed)
+
+
+def test_time_budget_runs_are_drawn_to_the_steps_they_trained():
+    """With a time budget `steps` is ignored: the round picture of the shipped EDiT run (cfg.steps = 24, 81
+    steps trained) must draw every step, not stop at step 24 (issue 23)."""
+    from edit_lab.viz.rounds import step_spans
+
+    run = Run(EXAMPLES / "edit-straggler")
+    trained = {int(k): v["steps"] for k, v in run.summary["per_replica"].items()}
+    assert run.config.time_budget > 0 and min(trained.values()) > run.config.steps
+    blocks = round_blocks(run)
+    for rep, n in trained.items():
+        assert sorted(step_spans(run, rep)) == list(range(n))
+        assert max(b["step"] for b in blocks if b["replica"] == rep and b["kind"] == "step") == n - 1
+    # the default window still ends when the first replica ran out of steps, at the latest: now near the budget
+    cap = min(max(b for _, b in step_spans(run, rep).values()) for rep in trained)
+    assert cap > 0.9 * run.config.time_budget and default_window(run)[1] <= cap
