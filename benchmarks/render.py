@@ -56,6 +56,13 @@ def _binder_memory(results: list[dict]) -> list[str]:
     return table(results)
 
 
+def _preview_latency(results: list[dict]) -> list[str]:
+    from preview_latency import table_lines
+
+    (data,) = results
+    return table_lines(data)
+
+
 def _preview_vs_real(results: list[dict]) -> list[str]:
     from preview_vs_real import table_lines
 
@@ -71,6 +78,7 @@ TABLES: dict[str, Table] = {
     "engine_vs_fsdp2": Table(("engine_vs_fsdp2.json",), _engine_vs_fsdp2),
     "binder_memory": Table(("binder_memory.json",), _binder_memory),
     "preview_vs_real": Table(("preview_vs_real.json",), _preview_vs_real),
+    "preview_latency": Table(("preview_latency.json",), _preview_latency),
 }
 
 #: README tables still typed by hand, and why (their benchmarks now write result files; the next run fills them).

@@ -1,6 +1,7 @@
 """`make notebooks`: run every notebook with its own defaults, timed, as a reader would.
 
-Prints a markdown table (notebook, seconds, first figure, ok) for the README; outputs go to runs/notebooks/.
+Prints a markdown table (notebook, seconds, first figure, the ✓ and ✗ of its claim cells (`edit_lab.verdict`),
+ok) for the README, then every ✗ line; outputs go to runs/notebooks/.
 "First figure" is when the first cell that shows a plotly figure or a widget finished, counted from the
 start of the first cell (papermill's per-cell start and end times in the executed notebook).
 """
@@ -14,6 +15,7 @@ import traceback
 from datetime import datetime
 from pathlib import Path
 
+from ..verdict import notebook_verdicts
 from .notebooks import ROOT, execute, notebooks
 
 
@@ -40,21 +42,27 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("names", nargs="*", help="only notebooks whose file name contains one of these")
     ap.add_argument("--out", default=str(ROOT / "runs" / "notebooks"))
     args = ap.parse_args(argv)
-    rows, failed = [], 0
+    rows, failed, crosses = [], 0, []
     for nb in notebooks():
         if args.names and not any(n in nb.name for n in args.names):
             continue
         print(f"running {nb.name} ...", flush=True)
         try:
             out, seconds = execute(nb, Path(args.out))
-            rows.append((nb.name, seconds, first_figure_s(out), "ok"))
+            found = notebook_verdicts(json.loads(out.read_text()))
+            crosses += [f"{nb.name} cell {i}: {line}" for i, ok, _, line in found if not ok]
+            rows.append((nb.name, seconds, first_figure_s(out), sum(f[1] for f in found),
+                         sum(not f[1] for f in found), "ok"))
         except Exception:
             traceback.print_exc()
-            rows.append((nb.name, float("nan"), None, "FAILED"))
+            rows.append((nb.name, float("nan"), None, 0, 0, "FAILED"))
             failed += 1
-    print("\n| notebook | seconds (defaults, 2 CPU cores) | first figure (s) | result |\n|---|---:|---:|---|")
-    for name, s, first, ok in rows:
-        print(f"| {name} | {s:.0f} | {'—' if first is None else f'{first:.0f}'} | {ok} |")
+    print("\n| notebook | seconds (defaults, 2 CPU cores) | first figure (s) | ✓ | ✗ | result |\n"
+          "|---|---:|---:|---:|---:|---|")
+    for name, s, first, yes, no, ok in rows:
+        print(f"| {name} | {s:.0f} | {'—' if first is None else f'{first:.0f}'} | {yes} | {no} | {ok} |")
+    if crosses:
+        print("\nClaims their own run did not show:\n" + "\n".join(crosses))
     return 1 if failed else 0
 
 
