@@ -115,7 +115,12 @@ class Meeting:
 
 
 def active_weights(weights: list[float], steps: list[int]) -> list[float]:
-    """Zero the weight of replicas that trained no step in the round (their Δ is 0) and renormalise."""
+    """Zero the weight of replicas that trained no step in the round (their Δ is 0) and renormalise.
+
+    When every replica trained, the weights are EDiT's, untouched: dividing by their sum (1 up to
+    rounding) would change their last bit, and A-EDiT in lockstep must be EDiT bit for bit."""
+    if all(k > 0 for k in steps):
+        return list(weights)
     kept = [w if k > 0 else 0.0 for w, k in zip(weights, steps)]
     s = sum(kept)
     if s <= 0.0 or not math.isfinite(s):

@@ -162,3 +162,11 @@ def test_one_step_periods_meet_at_every_step_and_n_min_gives_edits_schedule():
     out = simulate([1.0, 1.0], period=1e-9, n_min=R * tau, steps=20, warmup=2)
     synced_at = [m.steps[0] for d, m in zip(out["decisions"][0], out["meetings"][0]) if d]
     assert synced_at == [5, 8, 11, 14, 17, 20]  # W + kτ, and the end (as edit's finalize)
+
+
+def test_active_weights_leave_a_lockstep_round_bit_for_bit_alone():
+    from edit_lab.methods.aedit import active_weights
+
+    w = [0.49754702951169577, 0.5024529704883042]  # EDiT's softmax weights of a real sync (sum 1 ± 1 ulp)
+    assert active_weights(w, [3, 3]) == w  # renormalising changed the first one's last bit
+    assert active_weights(w, [3, 0]) == [1.0, 0.0]
