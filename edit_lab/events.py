@@ -149,6 +149,16 @@ class EventLog:
 CROSS_REPLICA_GROUPS = frozenset({"sync", "world"})
 
 
+#: The events of a step that are the replica's own compute: what a consistent straggler stretches.
+OWN_COMPUTE_KINDS = frozenset({"compute_fwd", "compute_bwd", "optimizer"})
+
+
+def own_compute_s(events: Iterable[dict[str, Any]]) -> float:
+    """Seconds of own compute among `events` (one step's): forward, backward and optimizer spans, no
+    collective and no wait (stragglers.py)."""
+    return sum(e["t1"] - e["t0"] for e in events if e["kind"] in OWN_COMPUTE_KINDS)
+
+
 def is_comm(kind: str, group: str | None) -> bool:
     """True for a collective (it has a group); a `wait` is the rank blocked on one, not a collective.
 

@@ -1,8 +1,14 @@
 """Simulated stragglers: seeded, deterministic, the same on every rank.
 
 Two kinds, as in the paper's experiments:
-- *consistent*: chosen replicas run k× slower; each of their steps is stretched by
-  (k − 1) × the compute time it just measured, so the slowdown follows the real compute;
+- *consistent*: chosen replicas compute k× slower; each of their steps is stretched by
+  (k − 1) × the step's own compute as it just recorded it: the forward and backward spans of every
+  unit and the inner optimizer (`events.OWN_COMPUTE_KINDS`), never a collective or a wait. So a
+  straggler is the same k× slower device for every method: the shard group's all-gathers and
+  reduce-scatters and EDiT's layer-wise sync inside the forward are not stretched, exactly as the
+  baselines' syncs between steps are not. The outer step is not stretched either (it belongs to the
+  sync). The pause comes after the inner optimizer, before the method's after-step hook (a DiLoCo or
+  A-EDiT sync);
 - *random*: each step, each replica pauses `random_pause_ms` with probability `random_pause_prob`,
   drawn from a generator seeded by (seed, replica, step), so a rerun pauses at the same steps.
 
@@ -48,10 +54,14 @@ class StragglerModel:
         gen = torch.Generator().manual_seed(mix_seed(self.seed, replica, step, 0x57A6))
         return self.pause_s if float(torch.rand((), generator=gen, device=gen.device)) < self.pause_prob else 0.0
 
+    def stretches(self, replica: int) -> bool:
+        """Is this replica a consistent straggler (its pause needs the step's own compute time)?"""
+        return replica in self.slow_replicas and self.factor > 1.0
+
     def delay(self, step: int, replica: int, compute_s: float) -> tuple[float, str | None]:
-        """(seconds to sleep, reason) for this replica after a step whose compute took `compute_s`."""
+        """(seconds to pause, reason) for this replica after a step whose own compute took `compute_s`."""
         d, why = 0.0, None
-        if replica in self.slow_replicas and self.factor > 1.0:
+        if self.stretches(replica):
             d, why = (self.factor - 1.0) * compute_s, "consistent"
         extra = self.random_pause(step, replica)
         if extra > 0:

@@ -25,7 +25,7 @@ from . import checkpoint, faults
 from .comm import Comm, LinkModel
 from .config import RunConfig
 from .data import Corpus, corrupt_batch, load_corpus, mix_seed, train_batch, val_batches
-from .events import Clock, EventLog
+from .events import Clock, EventLog, own_compute_s
 from .mesh import Mesh
 from .methods import make_method
 from .model import build_model
@@ -171,21 +171,20 @@ class Trainer:
         cfg, log, clock = self.cfg, self.log, self.log.clock
         log.step = step
         t_begin = clock.now()
+        first_event = len(log.events)
         self.method.begin_step(step)
         x, y = self.batch(step)
-        t_compute = clock.now()
         loss = self.engine.forward(x, y, hooks=self.method)
         loss = faults.maybe_poison_loss(cfg, self.mesh.rank, step, loss)
         faults.check_finite(cfg, self.mesh.rank, step, loss)
         self.engine.backward(loss)
-        compute_s = clock.now() - t_compute
-        self.stragglers.pause(step, self.mesh.replica, compute_s, log)
         self.method.after_backward(step)
         if cfg.grad_clip > 0:
             self.engine.grad_norm_(cfg.grad_clip)
         with log.span("optimizer"):
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
+        self.straggle(step, first_event)
         if step == cfg.spike_step and self.mesh.replica == cfg.spike_replica:
             with torch.no_grad():  # a one-off blow-up of this replica (on `spike_units`, or every unit)
                 for unit, p in enumerate(self.engine.shards):
@@ -202,6 +201,15 @@ class Trainer:
             self.save_checkpoint(self._checkpoint_due)
             self._checkpoint_due = None
         return value
+
+    def straggle(self, step: int, first_event: int) -> None:
+        """A straggler's pause: (k − 1) × this step's own compute (its events from `first_event` on), plus
+        random pauses; collectives and waits are not stretched (stragglers.py)."""
+        compute_s = 0.0
+        if self.stragglers.stretches(self.mesh.replica):
+            self.log.resolve()  # on a GPU the compute spans are timed on the device
+            compute_s = own_compute_s(self.log.events[first_event:])
+        self.stragglers.pause(step, self.mesh.replica, compute_s, self.log)
 
     @torch.no_grad()
     def evaluate(self, step: int, at_s: float | None = None, final: bool = False) -> float:

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..events import is_comm
+from ..events import OWN_COMPUTE_KINDS, is_comm
 from ..overlap import Interval, clip, length, merge
 from ..run import Run
 from .costs import Costs
@@ -187,8 +187,14 @@ def calibrate(run_dir: str | Path | Run) -> Costs:
             prev = t
     other_s = max(_mean(busy) - sum(fwd_s) - sum(bwd_s), 0.0)
 
+    own = defaultdict(float)  # (rank, step): the step's own compute, as a straggler's pause measures it
+    for e in events:
+        if e["kind"] in OWN_COMPUTE_KINDS and e["step"] is not None:
+            own[(e["rank"], e["step"])] += e["t1"] - e["t0"]
+    own_compute_s = _median(own.values())
+
     latency, bps, _ = _sync_costs(run, ranks)
-    return Costs(fwd_s=fwd_s, bwd_s=bwd_s, other_s=other_s, unit_bytes=tuple(unit_bytes), sync_latency_s=latency,
+    return Costs(fwd_s=fwd_s, bwd_s=bwd_s, other_s=other_s, own_compute_s=own_compute_s, unit_bytes=tuple(unit_bytes), sync_latency_s=latency,
                  sync_Bps=bps, clock_s=clock_s, eval_s=eval_s, outer_step_s=outer_step_s,
                  shard_exchange_s=shard_exchange_s, model=cfg.model, shards=cfg.shards, batch_size=cfg.batch_size,
                  seq_len=cfg.seq_len, source=str(run.path))

@@ -22,6 +22,9 @@ class Costs:
     does not hide are folded into it, as a replica's ranks always move together):
     - `fwd_s[u]`, `bwd_s[u]`: the forward and backward segment of unit u (0 is the root unit);
     - `other_s`: the rest of a step: data, gradient clipping, the inner optimizer, bookkeeping;
+    - `own_compute_s`: the replica's own kernels in one step (forward, backward, inner optimizer; no
+      collective, no wait): what a consistent straggler stretches (`stragglers.OWN_COMPUTE_KINDS`);
+      0 for typed-in costs, where it is taken as `compute_s` (no shard-group transfer is folded in);
     - `clock_s`: one replica-clock exchange (time budgets, A-EDiT's timer; a shard-group all-reduce);
     - `eval_s`: one validation; `outer_step_s[u]`: one unit's outer step; `shard_exchange_s`: a small
       shard-group exchange inside a sync (EDiT's norms, each unit's clip norm).
@@ -47,6 +50,7 @@ class Costs:
     eval_s: float = 0.0
     outer_step_s: tuple[float, ...] = ()
     shard_exchange_s: float = 0.0
+    own_compute_s: float = 0.0
     model: str | None = None
     shards: int | None = None
     batch_size: int | None = None
@@ -71,8 +75,13 @@ class Costs:
 
     @property
     def compute_s(self) -> float:
-        """Forward plus backward of one step: what a consistent straggler's pause is a multiple of."""
+        """Forward plus backward of one step (with the shard group's exposed transfers folded in)."""
         return sum(self.fwd_s) + sum(self.bwd_s)
+
+    @property
+    def stretched_s(self) -> float:
+        """What a consistent straggler's pause is a multiple of: the step's own compute (see `own_compute_s`)."""
+        return self.own_compute_s or self.compute_s
 
     @property
     def step_s(self) -> float:
@@ -92,7 +101,8 @@ class Costs:
         """The same costs with every compute time (not the collectives) multiplied by `compute`."""
         k = float(compute)
         return dataclasses.replace(self, fwd_s=tuple(k * x for x in self.fwd_s), bwd_s=tuple(k * x for x in self.bwd_s),
-                                   other_s=k * self.other_s, outer_step_s=tuple(k * x for x in self.outer_step_s))
+                                   other_s=k * self.other_s, outer_step_s=tuple(k * x for x in self.outer_step_s),
+                                   own_compute_s=k * self.own_compute_s)
 
     @classmethod
     def uniform(cls, units: int, fwd_ms: float, bwd_ms: float, other_ms: float, unit_mb: float,

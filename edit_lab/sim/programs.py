@@ -115,7 +115,6 @@ class ReplicaProgram:
     def train_step(self, step: int) -> Gen:
         c = self.costs
         yield from self.begin_step(step)
-        t_compute = yield Now()
         if self.coarse and not self.unit_hooks():  # the same times, two requests instead of two per unit
             yield Work("compute_fwd", sum(c.fwd_s))
             yield Work("compute_bwd", sum(c.bwd_s))
@@ -125,15 +124,15 @@ class ReplicaProgram:
                 yield Work("compute_fwd", c.fwd_s[u], unit=u)
             for u in reversed(range(self.U)):
                 yield Work("compute_bwd", c.bwd_s[u], unit=u)
-        compute_s = (yield Now()) - t_compute
-        yield from self.straggle(step, compute_s)
         yield from self.after_backward(step)
         yield Work("optimizer", c.other_s)
+        yield from self.straggle(step, c.stretched_s)
         yield from self.after_optimizer(step)
         yield Row({"kind": "train", "step": step, "tokens": self.tokens})
 
     def straggle(self, step: int, compute_s: float) -> Gen:
-        """`StragglerModel.delay`: (k − 1) × this step's compute for a slow replica, plus random pauses."""
+        """`StragglerModel.delay`: (k − 1) × the step's own compute for a slow replica (no collective, no
+        wait: the worker's `Trainer.straggle`, after the optimizer), plus random pauses."""
         cfg = self.cfg
         d, why = 0.0, None
         if self.replica in cfg.straggler_replicas and cfg.straggler_factor > 1.0:

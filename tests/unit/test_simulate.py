@@ -45,11 +45,26 @@ def test_sync_step_by_hand():
 
 
 def test_consistent_straggler_by_hand():
-    """Replica 1 twice as slow: it pauses 6 ms a step; replica 0 waits those 6 ms plus the transfers."""
+    """Replica 1 twice as slow: it pauses its 6 ms of compute a step, after its optimizer (so after the
+    step's gradient all-reduce); replica 0 waits for that pause at the next step's all-reduce, plus
+    the transfers: 1 ms at step 0, 6 + 1 ms at steps 1-4."""
     s = simulate(cfg(steps=5, straggler_replicas=(1,), straggler_factor=2.0), costs()).summary
     assert s["wall_s"] == pytest.approx(5 * 14 * MS)
-    assert s["per_replica"]["0"]["sync_wait_s"] == pytest.approx(5 * 7 * MS)
+    assert s["per_replica"]["0"]["sync_wait_s"] == pytest.approx((1 + 4 * 7) * MS)
     assert s["per_replica"]["1"]["sync_wait_s"] == pytest.approx(5 * 1 * MS)
+
+
+def test_a_straggler_pause_is_the_same_on_sync_steps():
+    """The pause is (k − 1) × the step's own compute, never its collectives: EDiT's layer-wise sync, on a
+    slow link, inside the forward of a sync step, does not lengthen the pause of that step."""
+    c = costs(own_compute_s=5 * MS)
+    p = simulate(cfg(method="edit", steps=12, straggler_replicas=(1,), straggler_factor=3.0,
+                     link_latency_ms=20.0, link_bandwidth_mb_s=1.0), c)
+    pauses = [e for e in p.events if e["kind"] == "straggle"]
+    assert {e["replica"] for e in pauses} == {1} and len(pauses) == 12
+    assert all(e["data"]["planned"] == pytest.approx(2 * 5 * MS) for e in pauses)
+    sync_steps = {e["step"] for e in p.events if e["kind"] == "sync_reduce"}
+    assert sync_steps and sync_steps != set(range(12))  # both kinds of step were paused alike
 
 
 def test_link_adds_latency_and_bytes_in_order():

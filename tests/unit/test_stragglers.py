@@ -7,7 +7,7 @@ import statistics
 import pytest
 
 from edit_lab import RunConfig
-from edit_lab.events import Clock, EventLog
+from edit_lab.events import OWN_COMPUTE_KINDS, Clock, EventLog, own_compute_s
 from edit_lab.stragglers import StragglerModel
 
 
@@ -76,3 +76,19 @@ def test_pause_sleeps_the_planned_time_and_records_a_straggle_event():
     assert statistics.median(measured) <= 0.030 * 1.10  # and, typically, within 10 % (a loaded machine may wake late)
     assert m.pause(0, 0, 0.030, log) == 0.0  # a fast replica neither sleeps nor records anything
     assert len([e for e in log.events if e["kind"] == "straggle"]) == 5
+
+
+def test_own_compute_is_forward_backward_and_optimizer_never_a_collective_or_a_wait():
+    """What a consistent straggler stretches, on a hand-built EDiT sync step: 0.5 + 0.5 + 1 + 0.25 s of own
+    compute between an all-gather, a wait, a 2 s layer-wise sync, a reduce-scatter and a clip norm."""
+    def ev(kind: str, t0: float, t1: float) -> dict:
+        return {"kind": kind, "t0": t0, "t1": t1}
+
+    step = [ev("all_gather", 0.0, 1.0), ev("wait", 0.1, 0.9), ev("compute_fwd", 1.0, 1.5), ev("sync_reduce", 1.5, 3.5),
+            ev("outer_step", 3.5, 3.6), ev("compute_fwd", 3.6, 4.1), ev("compute_bwd", 4.1, 5.1),
+            ev("reduce_scatter", 4.6, 5.6), ev("grad_norm", 5.6, 6.0), ev("optimizer", 6.0, 6.25)]
+    assert own_compute_s(step) == pytest.approx(2.25)
+    assert own_compute_s([e for e in step if e["kind"] not in OWN_COMPUTE_KINDS]) == 0.0
+    m = StragglerModel(slow_replicas=(1,), factor=3.0)
+    assert m.stretches(1) and not m.stretches(0) and not StragglerModel(slow_replicas=(1,)).stretches(1)
+    assert m.delay(0, 1, own_compute_s(step))[0] == pytest.approx(2 * 2.25)  # the sync's 2 s are not stretched
