@@ -69,7 +69,8 @@ def role(proc, server_pid: int, kernel_pids: set[int]) -> str:
         cmd = " ".join(proc.cmdline())
     except Exception:  # noqa: BLE001 (gone meanwhile)
         return "other"
-    return "workers" if "edit_lab.worker" in cmd else "other"
+    # ranks forked from the warm fork server keep its command line; the server itself counts with them
+    return "workers" if "edit_lab.worker" in cmd or "edit_lab.forkserver" in cmd else "other"
 
 
 class Sampler(threading.Thread):
