@@ -144,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
                          usage="%(prog)s [--config FILE] [--out DIR [--overwrite]] [--FIELD VALUE ...]")
     run.add_argument("--config", help="start from this config.json (flags override it)")
     run.add_argument("--write-config", metavar="FILE", help="only validate and write the config (for torchrun)")
+    run.add_argument("--calibrate", metavar="RUN_DIR", dest="clock_costs",
+                     help="with --clock virtual: the real run whose measured costs drive the clock (= --clock-costs)")
     run.add_argument("--overwrite", action="store_true",
                      help="replace the run already in --out (its files are removed first); without it such a "
                           "directory is refused")

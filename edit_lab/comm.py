@@ -113,6 +113,7 @@ class Comm:
         self.clock = log.clock
         self.link = link or LinkModel()
         self._pending_sync: list[Handle] = []  # sync-group handles not yet assigned a link deadline
+        self.backend: Any = dist  # torch.distributed; the virtual clock's in-process fabric (virtual.py)
 
     # ------------------------------------------------------------------ groups
     def group(self, name: str) -> dist.ProcessGroup | None:
@@ -136,7 +137,7 @@ class Comm:
             out.copy_(inp)
             return self._local(out)
         (o, i), after = self._staged(out, inp)
-        work = dist.all_gather_into_tensor(o, i, group=self.group(group), async_op=True)
+        work = self.backend.all_gather_into_tensor(o, i, group=self.group(group), async_op=True)
         return self._issue(work, kind, group, unit, out.numel() * out.element_size(), out, async_op, after)
 
     def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, group: str, kind: str = "reduce_scatter",
@@ -150,7 +151,7 @@ class Comm:
         if mean:
             inp = inp / n  # divide first: the result is then independent of the summation grouping scale
         (o, i), after = self._staged(out, inp)
-        work = dist.reduce_scatter_tensor(o, i, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
+        work = self.backend.reduce_scatter_tensor(o, i, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
         return self._issue(work, kind, group, unit, inp.numel() * inp.element_size(), out, async_op, after)
 
     def all_reduce(self, t: torch.Tensor, group: str, kind: str = "all_reduce", unit: int | None = None,
@@ -160,7 +161,7 @@ class Comm:
         if self.size(group) == 1:
             return self._local(t)
         (tt,), after = self._staged(t)
-        work = dist.all_reduce(tt, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
+        work = self.backend.all_reduce(tt, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
         return self._issue(work, kind, group, unit, t.numel() * t.element_size(), t, async_op, after)
 
     def broadcast(self, t: torch.Tensor, src: int, group: str = "world", kind: str = "broadcast") -> torch.Tensor:
@@ -170,7 +171,7 @@ class Comm:
         if self.size(group) == 1:
             return t
         (tt,), after = self._staged(t)
-        dist.broadcast(tt, src=src, group=self.group(group))
+        self.backend.broadcast(tt, src=src, group=self.group(group))
         if after is not None:
             after()
         return t
@@ -226,15 +227,8 @@ class Comm:
             first.deadline = self.link.deadline(first.done_at, first.nbytes)
         return h.deadline
 
-    def _complete(self, h: Handle, waited: bool) -> None:
-        """Wait for `h` (and its simulated link time) and record it.
-
-        `exposed` is the time this rank could not compute because of it: the whole collective when it
-        was blocking, only the wait when it was issued early. On a GPU the wait is measured on the
-        compute stream with CUDA events (the host does not block on NCCL), on the CPU by the clock.
-        """
-        log = self.log
-        w0 = log.mark()
+    def _finish(self, h: Handle) -> float:
+        """Block until `h` is complete, its simulated link time included; the moment it completed."""
         h.work.wait()
         h._mark_done()
         if h.after is not None:
@@ -245,6 +239,18 @@ class Comm:
             delay = end - self.clock.now()
             if delay > 0:
                 time.sleep(delay)
+        return end
+
+    def _complete(self, h: Handle, waited: bool) -> None:
+        """Wait for `h` (and its simulated link time) and record it.
+
+        `exposed` is the time this rank could not compute because of it: the whole collective when it
+        was blocking, only the wait when it was issued early. On a GPU the wait is measured on the
+        compute stream with CUDA events (the host does not block on NCCL), on the CPU by the clock.
+        """
+        log = self.log
+        w0 = log.mark()
+        end = self._finish(h)
         w1 = log.mark()
         if not log.cuda:
             w1 = max(w1, end)

@@ -33,6 +33,7 @@ BACKENDS = ("auto", "gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")
 CORRUPT_MODES = ("random", "shuffle", "corpus")
 FAULT_KINDS = ("raise", "kill", "hang", "nan")  # edit_lab.faults implements them
+CLOCKS = ("wall", "virtual")  # edit_lab.virtual: every rank in one process, on a clock a cost model advances
 
 #: Old field name -> its new name. Old config.json files and the old CLI flags keep working.
 RENAMED = {"link_bandwidth_mbps": "link_bandwidth_mb_s"}
@@ -260,6 +261,11 @@ class RunConfig:
     timeout_s: float = knob(45.0, "a collective that waits longer ends the run (so a hung rank is found within a "
                             "minute)", section=S_SYSTEM, gt=0.0, finite=True)
     progress: bool = knob(True, "show a progress bar while the run trains", section=S_SYSTEM)
+    clock: str = knob("wall", "wall: one process per rank, timed by this machine; virtual: every rank in this "
+                      "process, real numerics, time advanced by a cost model (same timeline on any machine)",
+                      section=S_SYSTEM, choices=CLOCKS)
+    clock_costs: str | None = knob(None, "the virtual clock's costs: a run directory to calibrate from, or a costs "
+                                   "JSON (None: the shipped example edit-straggler's calibration)", section=S_SYSTEM)
     # --- checkpoints ---
     checkpoint_every: int = knob(0, "in syncs; 0 disables", section=S_CHECKPOINT, ge=0)
     resume: str | None = knob(None, "a run or checkpoint directory to resume from (into a new --out)",
@@ -375,6 +381,8 @@ class RunConfig:
             # period plus a step, which must fit in the collective timeout with room to spare
             bad("sync_period", f"at most timeout_s/2 = {self.timeout_s / 2:g} s (raise timeout_s for longer "
                 "A-EDiT periods): a finished replica waits up to one period in a meeting")
+        if self.clock == "virtual":
+            self._check_virtual(bad)
         if self.device == "cuda" or self.backend == "nccl":
             import torch
 
@@ -382,6 +390,22 @@ class RunConfig:
                 name = "device" if self.device == "cuda" else "backend"
                 bad(name, "auto or cpu/gloo here: no CUDA device is visible on this machine")
         return self
+
+    def _check_virtual(self, bad: Any) -> None:
+        """What the virtual clock (edit_lab/virtual.py) does not run yet, refused naming the field."""
+        if self.device == "cuda":
+            bad("device", "auto or cpu with clock='virtual' (the virtual clock computes on the CPU)")
+        if self.backend == "nccl":
+            bad("backend", "auto or gloo with clock='virtual' (its collectives are in-process)")
+        if self.fault_rank >= 0 and self.fault_kind in ("kill", "hang"):
+            bad("fault_kind", "raise or nan with clock='virtual' (every rank is a thread of this process: kill and "
+                "hang would take the caller with it)")
+        if self.checkpoint_every:
+            bad("checkpoint_every", "0 with clock='virtual' (checkpoints are not written on the virtual clock yet)")
+        if self.resume is not None:
+            bad("resume", "None with clock='virtual' (resuming is not supported on the virtual clock yet)")
+        if self.clock_costs is not None and not Path(self.clock_costs).exists():
+            bad("clock_costs", "a run directory or a costs JSON that exists, or None")
 
 
 def _is_number(v: Any) -> bool:

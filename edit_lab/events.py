@@ -26,6 +26,13 @@ class Clock:
     def now(self) -> float:
         return time.perf_counter() - self.origin
 
+    #: A wall clock reads this machine's time; `virtual.VirtualClock` advances by a cost model instead.
+    virtual = False
+
+    def charge(self, what: str, unit: int | None = None, part: str | None = None) -> None:
+        """Where a span of work just ended (a unit's forward or backward, `EventLog.span`'s optimizer, outer
+        step, validation): the virtual clock advances by what the work costs there; the wall clock did already."""
+
 
 class EventLog:
     """Collects this rank's events in memory; the worker writes them out at the end (or on failure).
@@ -133,6 +140,7 @@ class EventLog:
         try:
             yield extra
         finally:
+            self.clock.charge(kind, unit)
             self.add(kind, t0, self.clock.now(), unit=unit, **data, **extra)
 
     def record(self, kind: str, **fields: Any) -> None:

@@ -198,6 +198,12 @@ def launch(cfg: RunConfig, stall_timeout_s: float | None = None, overwrite: bool
         raise ConfigError(f"resume={cfg.resume!r} is not allowed with overwrite=True into out={str(out)!r}: "
                           f"overwriting removes that checkpoint; resume into another --out")
     with outdir.claim(out, overwrite):
+        if cfg.clock == "virtual":  # every rank a thread of this process, on the cost model's clock
+            from .virtual import run_virtual
+
+            run = run_virtual(cfg.replace(out=str(out)), out, WorkerError)
+            _note_readmissions(run, cfg.penalty_readmit_after, stacklevel=3)
+            return run
         return _run(cfg.replace(out=str(out)), out, stall_timeout_s)
 
 
@@ -249,10 +255,15 @@ def _run(cfg: RunConfig, out: Path, stall_timeout_s: float | None) -> Run:
     finally:
         close_bar(bar, succeeded)
     run = Run(out)
-    note = readmission_note(run.summary, run.path, cfg.penalty_readmit_after)
-    if note:
-        warnings.warn(note, stacklevel=3)
+    _note_readmissions(run, cfg.penalty_readmit_after, stacklevel=4)
     return run
+
+
+def _note_readmissions(run: Run, k: int, stacklevel: int) -> None:
+    """Warn (at the caller of `launch`) when the run's anomaly detector re-admitted outliers."""
+    note = readmission_note(run.summary, run.path, k)
+    if note:
+        warnings.warn(note, stacklevel=stacklevel)
 
 
 def close_bar(bar: Any, succeeded: bool) -> None:

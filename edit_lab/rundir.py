@@ -100,7 +100,16 @@ SUMMARY_KEYS = (
     "per_replica",       # {"r": PER_REPLICA_KEYS}
     "memory",            # {"rank": memory_report(...)}
     "method_info",       # the method's own summary() (rank 0's), {} if it has none
+    "clock",             # RunConfig.clock: "wall" (this machine's time) or "virtual" (a cost model's, virtual.py)
+    "clock_costs",       # the virtual clock's cost source (a run directory, a file, a sentence); None on the wall clock
 )
+#: A run recorded before the clock keys existed (the shipped examples) is a wall-clock run: `summary_clock`.
+PRE_CLOCK_KEYS = SUMMARY_KEYS[:-2]
+
+
+def summary_clock(summary: dict[str, Any]) -> str:
+    """The clock a run's summary.json was recorded on ("wall" for runs recorded before the key existed)."""
+    return summary.get("clock") or "wall"
 
 #: The keys of each `summary["per_replica"][str(r)]`.
 PER_REPLICA_KEYS = (
@@ -175,8 +184,9 @@ def memory_report(params: list[Any], optimizer_state: dict[Any, dict[str, Any]],
 
 # ------------------------------------------------------------------------------------ writing
 class RunWriter:
-    def __init__(self, out: Path, cfg: RunConfig, start_unix: float) -> None:
+    def __init__(self, out: Path, cfg: RunConfig, start_unix: float, clock_costs: str | None = None) -> None:
         self.out, self.cfg, self.start_unix = Path(out), cfg, start_unix
+        self.clock_costs = clock_costs  # the virtual clock's cost source (summary.json)
 
     def write(self, mine: RankRecord, state: dict[str, Any]) -> None:
         """Every rank calls this; rank 0 gathers the records and writes the directory (`state`: the agreed model)."""
@@ -207,7 +217,7 @@ class RunWriter:
         write_jsonl(out / METRICS, metrics)
         torch.save(state, out / MODEL)
         overlap = Overlap(events_all)  # one split of every collective, for the summary and the trace
-        summary = summarize(cfg, ranks, metrics, self.start_unix, overlap)
+        summary = summarize(cfg, ranks, metrics, self.start_unix, overlap, clock_costs=self.clock_costs)
         (out / SUMMARY).write_text(json.dumps(summary, indent=2))
         (out / TRACE).write_text(json.dumps(chrome_trace(events_all, cfg, overlap)))
 
@@ -256,7 +266,7 @@ def merge_metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summarize(cfg: RunConfig, ranks: list[RankRecord], metrics: list[dict[str, Any]],
-              start_unix: float, overlap: Overlap) -> dict[str, Any]:
+              start_unix: float, overlap: Overlap, clock_costs: str | None = None) -> dict[str, Any]:
     """summary.json (keys: `SUMMARY_KEYS`); `overlap` splits the collectives of every rank's events."""
     train = [m for m in metrics if m["kind"] == "train" and not m.get("carried")]  # this session's steps
     evals = [m for m in metrics if m["kind"] == "eval"]
@@ -297,6 +307,8 @@ def summarize(cfg: RunConfig, ranks: list[RankRecord], metrics: list[dict[str, A
         "per_replica": {str(k): v for k, v in per_replica.items()},
         "memory": {str(r.rank): r.memory for r in ranks},
         "method_info": method_info,
+        "clock": cfg.clock,
+        "clock_costs": clock_costs if cfg.clock == "virtual" else None,
     }
     assert tuple(summary) == SUMMARY_KEYS, "summary.json's keys are the documented SUMMARY_KEYS"
     return summary

@@ -265,6 +265,7 @@ class ShardedModel:
                 if self._reshards(unit):
                     self._before_unit_backward(unit)
                 marks.append((f"start{unit}", log.mark()))
+                clock.charge("bwd", unit, "embed" if unit == 0 else None)  # the virtual clock's cost model
             h.register_hook(hook)
 
         with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
@@ -274,6 +275,7 @@ class ShardedModel:
             gather_next(1)
             m0 = log.mark()
             h = functional_call(root, root_params, (tokens, "embed"))
+            clock.charge("fwd" if grad else "eval_fwd", 0, "embed")
             log.add_span("compute_fwd", m0, log.mark(), unit=0, part="embed")
             if grad:
                 at_output(h, 0)
@@ -285,6 +287,7 @@ class ShardedModel:
                 gather_next(i + 1)
                 m0 = log.mark()
                 h = functional_call(block, params, (h, cos, sin))
+                clock.charge("fwd" if grad else "eval_fwd", i)
                 log.add_span("compute_fwd", m0, log.mark(), unit=i)
                 del params  # with resharding, nothing but autograd's saved views keeps the buffer
                 if grad:
@@ -295,6 +298,7 @@ class ShardedModel:
             m0 = log.mark()
             logits = functional_call(root, root_params, (h, "head"))
             loss = loss_fn(logits, targets)
+            clock.charge("fwd" if grad else "eval_fwd", 0, "head")
             log.add_span("compute_fwd", m0, log.mark(), unit=0, part="head")
         self._bwd_marks = marks
         return loss
@@ -306,6 +310,7 @@ class ShardedModel:
         if self._reshards(n_blocks):
             self._regather(n_blocks)  # the last block's re-gather travels during the head's backward
         t_start = log.mark()
+        log.clock.charge("bwd", 0, "head")
         loss.backward()
         t_end = log.mark()
         # Backward compute spans, from the moments the gradient reached each unit's input:

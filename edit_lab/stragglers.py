@@ -73,7 +73,10 @@ class StragglerModel:
         if d <= 0:
             return 0.0
         t0 = log.clock.now()
-        spin_until(time.perf_counter() + d)
+        if log.clock.virtual:  # the virtual clock (virtual.py): a pause is time that passes, nothing to spin
+            log.clock.advance(d)
+        else:
+            spin_until(time.perf_counter() + d)
         log.add("straggle", t0, log.clock.now(), reason=why, planned=d)
         return d
 

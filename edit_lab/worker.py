@@ -16,6 +16,7 @@ import signal
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -88,12 +89,15 @@ def make_optimizer(cfg: RunConfig, params: list[torch.nn.Parameter]) -> torch.op
 class Trainer:
     """Holds one rank's state and runs the steps; separated from `main` so tests can drive it."""
 
-    def __init__(self, cfg: RunConfig, mesh: Mesh, device: torch.device, clock: Clock) -> None:
+    def __init__(self, cfg: RunConfig, mesh: Mesh, device: torch.device, clock: Clock,
+                 comm_factory: Callable[[EventLog], Comm] | None = None) -> None:
+        """`comm_factory`: builds the rank's `Comm` from its log instead (the virtual clock's, virtual.py)."""
         self.cfg, self.mesh, self.device = cfg, mesh, device
         self.log = EventLog(mesh.rank, mesh.replica, mesh.shard, clock, cuda=device.type == "cuda")
         link = LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s)
         stage = device.type == "cuda" and resolve_backend(cfg, device) == "gloo"  # ranks sharing a GPU
-        self.comm = Comm(mesh, self.log, link, stage_to_cpu=stage, device=device)
+        self.comm = (Comm(mesh, self.log, link, stage_to_cpu=stage, device=device) if comm_factory is None
+                     else comm_factory(self.log))
         model = build_model(cfg.model, cfg.seed)
         self.engine = ShardedModel(model, self.comm, device, bf16=cfg.bf16,
                                     reshard_after_forward=cfg.reshard_after_forward)

@@ -1,0 +1,123 @@
+"""The virtual clock (edit_lab/virtual.py): the lab's own training, every rank a thread of this process, on a
+clock a cost model advances. Deterministic by construction, the same numerics as a real run where timing
+cannot change them, and the timeline the cost model says (hand-computed cases)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from edit_lab import launch
+from edit_lab.launch import WorkerError
+from edit_lab.sim.costs import Costs
+from tests.helpers import small
+
+
+def virtual(tmp_path, name: str, **kw):
+    kw.setdefault("out", str(tmp_path / name))
+    return launch(small(clock="virtual", **kw))
+
+
+def uniform_costs(tmp_path, **kw) -> str:
+    """A costs JSON: nano's 3 units at 2 ms forward, 3 ms backward, 1 ms for the rest of a step, 5 ms a sync
+    collective, bytes free."""
+    args = dict(units=3, fwd_ms=2.0, bwd_ms=3.0, other_ms=1.0, unit_mb=0.01, latency_ms=5.0, bandwidth_gbps=0.0)
+    args.update(kw)
+    path = tmp_path / "costs.json"
+    path.write_text(Costs.uniform(**args, source="typed in by the test").to_json())
+    return str(path)
+
+
+def _events(run):
+    return [(e["rank"], e["step"], e["unit"], e["kind"], e["t0"], e["t1"], e["bytes"]) for e in run.events]
+
+
+def _losses(run):
+    return [(m["step"], m["replica"], m["loss"]) for m in run.metrics if m["kind"] == "train"]
+
+
+def test_the_same_config_gives_the_same_timeline_and_numbers(tmp_path):
+    kw = dict(method="aedit", shards=2, replicas=2, time_budget=1.5, eval_every_s=0.5, sync_period=0.3,
+              straggler_replicas=(1,), straggler_factor=2.0, random_pause_prob=0.2, random_pause_ms=20.0)
+    a, b = virtual(tmp_path, "a", **kw), virtual(tmp_path, "b", **kw)
+    assert _events(a) == _events(b) and len(a.events) > 100
+    assert a.metrics == b.metrics
+    assert a.summary["clock"] == "virtual" and "edit-straggler" in a.summary["clock_costs"]
+    assert [p.read_text() for p in sorted(a.path.glob("penalty.jsonl"))] == \
+        [p.read_text() for p in sorted(b.path.glob("penalty.jsonl"))]
+
+
+@pytest.mark.parametrize("method", ["edit", "diloco", "sync"])
+def test_numerics_equal_a_real_run(tmp_path, method):
+    """A step-count run without stragglers: nothing timing decides, so the losses are the wall-clock run's
+    (to float rounding: the in-process sums add in rank order, gloo in its own)."""
+    kw = dict(method=method, shards=2, replicas=2, steps=8, eval_every=4)
+    real = launch(small(out=str(tmp_path / "real"), **kw))
+    virt = virtual(tmp_path, "virtual", **kw)
+    assert [x[:2] for x in _losses(virt)] == [x[:2] for x in _losses(real)]
+    for (_, _, lv), (_, _, lr) in zip(_losses(virt), _losses(real)):
+        assert lv == pytest.approx(lr, abs=1e-5, rel=1e-5)
+    assert virt.summary["final_val_loss"] == pytest.approx(real.summary["final_val_loss"], abs=1e-5)
+    kinds = lambda run: sorted((e["rank"], e["step"], e["kind"], e["unit"], e["bytes"]) for e in run.events  # noqa: E731
+                               if e["group"] is not None)
+    assert kinds(virt) == kinds(real)  # the same collectives, of the same sizes, at the same steps
+    assert real.summary["clock"] == "wall" and real.summary["clock_costs"] is None
+
+
+def test_sync_run_on_uniform_costs_is_hand_computed(tmp_path):
+    """1 shard x 2 replicas, sync: a step is 3 units x (2 + 3) ms, 1 ms of the rest, then three gradient
+    all-reduces queued on the sync group at 5 ms each."""
+    costs = uniform_costs(tmp_path)
+    run = virtual(tmp_path, "sync", method="sync", shards=1, replicas=2, steps=6, clock_costs=costs)
+    step = 3 * (2 + 3) / 1e3 + 1e-3 + 3 * 5e-3
+    assert run.summary["wall_s"] == pytest.approx(6 * step, abs=1e-12)
+    assert run.summary["clock_costs"] == "typed in by the test"
+    ends = [m["t"] for m in run.metrics if m["kind"] == "train" and m["replica"] == 0]
+    assert ends == pytest.approx([step * (i + 1) for i in range(6)], abs=1e-12)
+    # with the config's simulated link on top, exactly as comm.LinkModel: each of the three transfers
+    # starts at max(its backend completion, the link's previous transfer's end) and takes 10 ms
+    linked = virtual(tmp_path, "link", method="sync", shards=1, replicas=2, steps=2, clock_costs=costs,
+                     link_latency_ms=10.0)
+    assert linked.summary["wall_s"] == pytest.approx(2 * (16e-3 + 35e-3), abs=1e-12)
+
+
+def test_a_straggler_pauses_k_minus_one_times_its_own_compute(tmp_path):
+    run = virtual(tmp_path, "slow", method="edit", shards=2, replicas=2, steps=6, straggler_replicas=(1,),
+                  straggler_factor=3.0, clock_costs=uniform_costs(tmp_path))
+    pauses = [e for e in run.events if e["kind"] == "straggle"]
+    assert pauses and {e["replica"] for e in pauses} == {1}
+    for e in pauses:  # own compute: 3 x (2 + 3) ms + 1 ms
+        assert e["t1"] - e["t0"] == pytest.approx(2 * 16e-3, abs=1e-12)
+
+
+def test_aedit_lets_the_fast_replica_train_while_sync_waits(tmp_path):
+    """Under a 2x straggler, in the same 1.5 virtual seconds, A-EDiT's fast replica trains about twice the
+    steps of the slow one; sync's replicas train the same number."""
+    kw = dict(shards=1, replicas=2, time_budget=1.5, straggler_replicas=(1,), straggler_factor=2.0,
+              clock_costs=uniform_costs(tmp_path))
+    aedit = virtual(tmp_path, "aedit", method="aedit", sync_period=0.2, **kw)
+    sync = virtual(tmp_path, "sync", method="sync", **kw)
+    fast, slow = (aedit.summary["per_replica"][r]["steps"] for r in ("0", "1"))
+    assert 1.7 <= fast / slow <= 2.1, (fast, slow)
+    assert sync.summary["per_replica"]["0"]["steps"] == sync.summary["per_replica"]["1"]["steps"]
+    assert fast > sync.summary["steps"]
+    assert 1.5 <= aedit.summary["train_end_s"] <= 1.5 + 0.2  # the budget, one slow step, the final sync
+
+
+def test_a_failing_rank_is_named_and_leaves_no_thread(tmp_path):
+    with pytest.raises(WorkerError) as err:
+        virtual(tmp_path, "fail", method="edit", shards=2, replicas=2, steps=6, fault_rank=3, fault_step=4)
+    assert err.value.rank == 3 and "Traceback" in err.value.traceback
+    assert (tmp_path / "fail" / "error-rank3.txt").exists()
+    assert not [t for t in threading.enumerate() if t.name.startswith("edit_lab-virtual")]
+
+
+def test_eight_replicas_in_one_process(tmp_path):
+    run = virtual(tmp_path, "eight", method="edit", shards=1, replicas=8, steps=6, straggler_replicas=(7,),
+                  straggler_factor=2.0)
+    assert run.summary["replicas"] == 8 and len(run.summary["per_replica"]) == 8
+    assert json.loads((run.path / "summary.json").read_text())["clock"] == "virtual"
+    waits = [run.summary["per_replica"][str(r)]["sync_wait_s"] for r in range(8)]
+    assert min(waits[:7]) > waits[7]  # the fast replicas wait for the straggler at every sync
