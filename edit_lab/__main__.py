@@ -108,6 +108,8 @@ def format_summary(s: dict, path: Path | str) -> str:
              f"loss      train {s['final_train_loss']:.4f}  val {s['final_val_loss']:.4f}"]
     for r, v in s["per_replica"].items():
         lines.append(f"replica {r}  {v['steps']} steps  {v['tokens_per_s']:.0f} tok/s  sync wait {v['sync_wait_s']:.2f} s")
+    if s.get("clock") == "virtual":  # its seconds are the cost model's, not this machine's
+        lines.append(f"clock     virtual (seconds from the costs of {s.get('clock_costs')})")
     return "\n".join(lines)
 
 
