@@ -83,6 +83,30 @@ def test_sync_run_on_uniform_costs_is_hand_computed(tmp_path):
     assert linked.summary["wall_s"] == pytest.approx(2 * (16e-3 + 35e-3), abs=1e-12)
 
 
+def test_time_budgets_and_aedit_timers_follow_the_cost_model(tmp_path):
+    """Hand-computed on the uniform costs (a plain step: 3 x (2 + 3) + 1 = 16 ms of compute)."""
+    costs = uniform_costs(tmp_path)
+    # sync for 0.1 s: each step starts with the stop check (5 ms) and syncs three gradients (15 ms): 36 ms a
+    # step, so the fourth step start, at 108 ms, is past the budget; the run ends after that stop check
+    sync = virtual(tmp_path, "sync", method="sync", shards=1, replicas=2, time_budget=0.1, clock_costs=costs)
+    assert [v["steps"] for v in sync.summary["per_replica"].values()] == [3, 3]
+    assert sync.summary["wall_s"] == pytest.approx(0.108, abs=1e-12)
+    assert sync.summary["train_end_s"] == pytest.approx(0.113, abs=1e-12)
+    # A-EDiT, replica 1 a 2x straggler (+16 ms a step): two warm-up steps at the straggler's pace (5 + 15 +
+    # 15 + 1 + 16 = 52 ms), the third step's stop check (5 ms), then the timer exchange (5 ms) starts the
+    # timers from the clocks sent, 0.109; the fast replica's 16 ms local steps reach T_sync = 0.1 s at the
+    # start of its step 8, at 0.114 + 6 x 0.016 = 0.210 (the slow one at its step 5, the same moment)
+    aedit = virtual(tmp_path, "aedit", method="aedit", shards=1, replicas=2, time_budget=0.5, sync_period=0.1,
+                    straggler_replicas=(1,), straggler_factor=2.0, clock_costs=costs)
+    mine = [e for e in aedit.events if e["rank"] == 0 and e["kind"] in ("timer_start", "step_count")]
+    assert (mine[0]["kind"], mine[0]["step"]) == ("timer_start", 2)
+    assert (mine[0]["t0"], mine[0]["t1"]) == pytest.approx((0.109, 0.114), abs=1e-12)
+    assert (mine[1]["kind"], mine[1]["step"]) == ("step_count", 8)
+    assert mine[1]["t0"] == pytest.approx(0.210, abs=1e-12)
+    slow = [e for e in aedit.events if e["rank"] == 1 and e["kind"] == "step_count"]
+    assert slow[0]["step"] == 5 and slow[0]["t0"] == pytest.approx(0.210, abs=1e-12)
+
+
 def test_a_straggler_pauses_k_minus_one_times_its_own_compute(tmp_path):
     run = virtual(tmp_path, "slow", method="edit", shards=2, replicas=2, steps=6, straggler_replicas=(1,),
                   straggler_factor=3.0, clock_costs=uniform_costs(tmp_path))
