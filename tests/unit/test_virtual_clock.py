@@ -82,3 +82,26 @@ def test_fabric_sums_in_rank_order_and_completes_after_the_last_arrival():
     for rank in (0, 1):  # 0.2 + 5 ms backend + 10 ms link
         assert seen[rank][0] == 3.0 and seen[rank][1] == pytest.approx(0.215)
         assert seen[rank][2] == ["probe", "wait"]
+
+
+def test_a_collective_some_member_never_issues_is_a_deadlock_naming_the_waiting_rank():
+    costs = Costs.uniform(units=1, fwd_ms=1, bwd_ms=1, other_ms=0, unit_mb=1, latency_ms=5, bandwidth_gbps=0)
+    fabric = virtual.Fabric(RunConfig(shards=1, replicas=2, clock="virtual"), virtual.CostModel(costs))
+    VirtualComm = virtual.virtual_comm_class()
+
+    def body(rank: int) -> None:
+        if rank == 1:
+            return  # never arrives
+        comm = VirtualComm(Mesh(0, 2, 1, 2, None, None), EventLog(0, 0, 0, fabric.clocks[0]), fabric)
+        comm.all_reduce(torch.zeros(1), group="sync", kind="probe")
+
+    threads = [threading.Thread(target=fabric.rank_main, args=(r, body)) for r in range(2)]
+    for t in threads:
+        t.start()
+    with fabric.cond:
+        fabric._pass_token()
+    for t in threads:
+        t.join(timeout=10)
+    assert not any(t.is_alive() for t in threads)
+    rank, why = fabric.failure
+    assert rank == 0 and why.startswith("deadlock on the virtual clock") and "'probe'" in why
