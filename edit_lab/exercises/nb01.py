@@ -106,7 +106,7 @@ def check_slowdown_prediction(prediction: Any, measured: float, factor: float) -
     from . import compare_prediction
 
     why = (f"Every step lasts as long as the straggler's, so the fraction is near 1/{factor:g} = {1 / factor:.2f}; "
-           f"it comes out above that because only forward and backward compute are stretched, not the optimizer "
-           f"step or the shard group's traffic.")
+           f"above that, since a straggler stretches only its own compute (forward, backward, optimizer), never "
+           f"a collective, unless ranks sharing the cores push it down.")
     return compare_prediction(prediction, measured, what="tokens/s with the straggler ÷ without", why=why,
                               rel_tol=0.15)

@@ -45,7 +45,7 @@ def check_outer_step(fn: Any, lr: float = 0.7, momentum: float = 0.8) -> bool:
     outer optimizer does (`edit_lab.outer.OuterState`: torch's SGD with Nesterov momentum)?
 
     Three steps with changing Δ̄ on a 3-value anchor; `buf` starts at zeros. Never raises: the notebook
-    ships `fn` wrong on purpose (heavy-ball, CO2's step); a wrong one prints "Not yet" and why.
+    ships `fn` wrong on purpose (heavy-ball fed Δ̄); a wrong one prints "Not yet" and why.
     """
     import torch
 
@@ -78,9 +78,9 @@ def check_outer_step(fn: Any, lr: float = 0.7, momentum: float = 0.8) -> bool:
 
     if not same(want):
         if same(trajectory(False, momentum)):
-            return not_yet("that is heavy-ball momentum (CO2's outer step: a ← a − lr·b). "
-                           "Nesterov looks ahead once "
-                           "more: after b ← μ·b + Δ̄, a ← a − lr·(Δ̄ + μ·b).")
+            return not_yet("that is heavy-ball momentum fed Δ̄: b ← μ·b + Δ̄, a ← a − lr·b (CO2's outer step is "
+                           "heavy-ball too, fed a − x̄ = Δ̄ − lr·b). Nesterov looks ahead once more: after "
+                           "b ← μ·b + Δ̄, a ← a − lr·(Δ̄ + μ·b).")
         if same(trajectory(False, 0.0)):
             return not_yet(f"that is plain SGD on Δ̄ (no momentum): the anchor moves by lr·Δ̄, "
                            f"{lr:g}× Δ̄ on the first "

@@ -17,6 +17,7 @@ import time
 import nbformat
 import pytest
 
+from edit_lab.verdict import notebook_verdicts
 from edit_lab.widgets import FIGURES, StragglerLab
 
 from .browser import NOTEBOOKS_RUN_IN_BROWSER
@@ -43,7 +44,8 @@ _FIGURE_JS = """
 
 
 def run_all_and_check(nb: NotebookPage) -> dict:
-    """Run All Cells from the menu; no error on the page, every figure and widget the kernel sent drawn."""
+    """Run All Cells from the menu; no error on the page, every figure and widget the kernel sent drawn, and no
+    ✗ printed for a claim that is not a timing (`edit_lab.verdict`)."""
     nb.screenshot("opened")
     nb.run_all(RUN_ALL_TIMEOUT_S)
     nb.screenshot("after-run-all")
@@ -53,6 +55,9 @@ def run_all_and_check(nb: NotebookPage) -> dict:
     problems = nb.check_rendered(saved)
     assert not problems, f"{nb.name}: something the kernel sent is not drawn:\n{problems}\n" \
                          f"screenshots: {[str(p) for p in nb.shots]}"
+    # every claim about the run that is not a timing holds, as under papermill (tests/notebooks)
+    crosses = [f"cell {i}: {line}" for i, ok, timing, line in notebook_verdicts(saved) if not ok and not timing]
+    assert not crosses, f"{nb.name} printed claims its own run did not show:\n" + "\n".join(crosses)
     return saved
 
 

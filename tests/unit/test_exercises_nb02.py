@@ -40,7 +40,7 @@ def _nesterov(anchor, delta_bar, buf, lr, momentum):
     return anchor - lr * (delta_bar + momentum * buf), buf
 
 
-def _heavy_ball(anchor, delta_bar, buf, lr, momentum):  # what the notebook ships (CO2's step)
+def _heavy_ball(anchor, delta_bar, buf, lr, momentum):  # what the notebook ships (heavy-ball fed Δ̄)
     buf = momentum * buf + delta_bar
     return anchor - lr * buf, buf
 
