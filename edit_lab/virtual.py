@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import ConfigError, RunConfig
+from .rundir import ProgressFile
 
 #: The default costs: the calibration of this shipped example run (nano, 2 shards × 2 replicas, seq_len 32).
 DEFAULT_EXAMPLE = "edit-straggler"
@@ -413,6 +414,19 @@ _VirtualComm: type | None = None
 
 
 # ------------------------------------------------------------------------------------------- a run
+class _BarProgress(ProgressFile):
+    """Rank 0's progress file, and the caller's tqdm bar (None: no bar) moved with it."""
+
+    def __init__(self, path: Path, bar: Any) -> None:
+        super().__init__(path)
+        self.bar = bar
+
+    def write(self, step: int, total: int) -> None:
+        super().write(step, total)
+        if self.bar is not None and step > self.bar.n:
+            self.bar.update(step - self.bar.n)
+
+
 def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
     """Run the accepted configuration `cfg` on the virtual clock into the claimed directory `out`; the `Run`.
 
@@ -422,7 +436,7 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
     from . import rundir
     from .mesh import Mesh
     from .run import Run
-    from .rundir import ProgressFile, RunWriter
+    from .rundir import RunWriter
     from .worker import Trainer
 
     costs = costs_for(cfg)
@@ -437,7 +451,7 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
         trainer = Trainer(cfg, mesh, torch.device("cpu"), fabric.clocks[rank],
                           comm_factory=lambda log: VirtualComm(mesh, log, fabric))
         try:
-            trainer.run(ProgressFile(out / rundir.PROGRESS) if rank == 0 else None)
+            trainer.run(progress if rank == 0 else None)
             full = trainer.engine.full_state_dict(trainer.method.eval_shards())  # a shard-group collective
             if rank == 0:
                 state.update(full)
@@ -446,6 +460,14 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
             trainer.log.write(out / rundir.events_file(rank))
             raise
 
+    bar = None
+    if cfg.progress:  # no launcher loop polls the progress file here: rank 0 moves the bar as it writes it
+        from tqdm.auto import tqdm
+
+        total, unit = cfg.progress_total()
+        bar = tqdm(total=total, desc=f"{cfg.method} {cfg.shards}×{cfg.replicas} (virtual clock)", unit=unit,
+                   leave=False)
+    progress = _BarProgress(out / rundir.PROGRESS, bar)
     threads_before = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     torch.set_flush_denormal(True)  # as every worker process does (worker.configure_cpu)
@@ -467,6 +489,10 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
         raise
     finally:
         torch.set_num_threads(threads_before)
+        if bar is not None:
+            if fabric.failure is None:  # full when the run succeeded, as the launcher's (launch.close_bar)
+                bar.update(bar.total - bar.n)
+            bar.close()
     if fabric.failure is not None:
         rank, tb = fabric.failure
         if rank >= 0:
