@@ -14,6 +14,18 @@ from edit_lab.mesh import Mesh
 from edit_lab.sim.costs import Costs
 
 
+def run_ranks(fabric: virtual.Fabric, body) -> list[threading.Thread]:
+    """Start every rank of `fabric` on `body`, hand out the first token, join them (as `run_virtual` does)."""
+    threads = [threading.Thread(target=fabric.rank_main, args=(r, body)) for r in range(fabric.world)]
+    for t in threads:
+        t.start()
+    with fabric.cond:
+        fabric._pass_token()
+    for t in threads:
+        t.join(timeout=10)
+    return threads
+
+
 def refusal(**kw) -> str:
     with pytest.raises(ConfigError) as e:
         RunConfig(**kw).validate()
@@ -71,13 +83,7 @@ def test_fabric_sums_in_rank_order_and_completes_after_the_last_arrival():
         h.wait()
         seen[rank] = (float(t), fabric.clocks[rank].now(), [e["kind"] for e in log.events])
 
-    threads = [threading.Thread(target=fabric.rank_main, args=(r, body)) for r in range(2)]
-    for t in threads:
-        t.start()
-    with fabric.cond:
-        fabric._pass_token()
-    for t in threads:
-        t.join(timeout=10)
+    threads = run_ranks(fabric, body)
     assert fabric.failure is None
     for rank in (0, 1):  # 0.2 + 5 ms backend + 10 ms link
         assert seen[rank][0] == 3.0 and seen[rank][1] == pytest.approx(0.215)
@@ -95,13 +101,7 @@ def test_a_collective_some_member_never_issues_is_a_deadlock_naming_the_waiting_
         comm = VirtualComm(Mesh(0, 2, 1, 2, None, None), EventLog(0, 0, 0, fabric.clocks[0]), fabric)
         comm.all_reduce(torch.zeros(1), group="sync", kind="probe")
 
-    threads = [threading.Thread(target=fabric.rank_main, args=(r, body)) for r in range(2)]
-    for t in threads:
-        t.start()
-    with fabric.cond:
-        fabric._pass_token()
-    for t in threads:
-        t.join(timeout=10)
+    threads = run_ranks(fabric, body)
     assert not any(t.is_alive() for t in threads)
     rank, why = fabric.failure
     assert rank == 0 and why.startswith("deadlock on the virtual clock") and "'probe'" in why
