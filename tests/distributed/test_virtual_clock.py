@@ -145,3 +145,14 @@ def test_eight_replicas_in_one_process(tmp_path):
     assert json.loads((run.path / "summary.json").read_text())["clock"] == "virtual"
     waits = [run.summary["per_replica"][str(r)]["sync_wait_s"] for r in range(8)]
     assert min(waits[:7]) > waits[7]  # the fast replicas wait for the straggler at every sync
+
+
+def test_calibrating_a_virtual_run_gives_back_its_costs(tmp_path):
+    """The loop closes: sim.calibrate measures, from a virtual run's events, the very costs it ran on."""
+    from edit_lab.sim.calibrate import calibrate
+
+    run = virtual(tmp_path, "edit", method="edit", shards=2, replicas=2, steps=12, straggler_replicas=(1,),
+                  straggler_factor=2.0, clock_costs=uniform_costs(tmp_path))
+    k = calibrate(run)
+    assert k.fwd_s == pytest.approx((2e-3,) * 3, abs=1e-9) and k.bwd_s == pytest.approx((3e-3,) * 3, abs=1e-9)
+    assert k.other_s == pytest.approx(1e-3, abs=1e-9) and k.sync_latency_s == pytest.approx(5e-3, abs=1e-9)
