@@ -2,7 +2,8 @@
 
 - `StragglerLab`: choose a method, the sync interval (A-EDiT: the sync period in seconds), how slow
   the last replica is, random pauses, the link's bandwidth and latency, prefetch and the penalty
-  switches; the *preview* tab redraws a simulated run (edit_lab/sim) on every change, no Run needed;
+  switches (A-EDiT chosen with no time budget gets one: `presets.panel_time_budget`); the *preview* tab
+  redraws a simulated run (edit_lab/sim) on every change, no Run needed;
   **Run** launches a real run (progress bar included), then sets the preview beside its measurement and
   draws its timeline, the straggler and loss figures (against the previous runs, so two presses compare
   two methods) and the penalty decisions.
@@ -32,7 +33,7 @@ import plotly.graph_objects as go
 from .analysis import RunLike, as_run, as_runs, comm_split, sync_window
 from .config import METHODS, RunConfig
 from .mesh import Mesh
-from .presets import default_lab_config
+from .presets import default_lab_config, panel_time_budget
 from .run import Run
 from .rundir import PROGRESS, read_progress
 from .sim.lab import LabPreview, Shown
@@ -193,8 +194,10 @@ class StragglerLab:
         self.penalty_clip = W.Checkbox(value=b.penalty_clip, description="penalty: clip", **check)
         self.steps = W.IntSlider(value=b.steps, min=2, max=max(200, b.steps), description="steps", style=style,
                                  layout=layout)
-        # 0: train `steps` steps; otherwise every replica trains as many steps as fit (edit-method.md §12)
-        self.time_budget = W.FloatSlider(value=b.time_budget, min=0.0, max=max(60.0, b.time_budget), step=1.0,
+        # 0: train `steps` steps; otherwise every replica trains as many steps as fit (edit-method.md §12);
+        # A-EDiT starts from a budget (presets.panel_time_budget): with a step count its fast replica idles
+        budget = panel_time_budget(self.method.value, b.time_budget)
+        self.time_budget = W.FloatSlider(value=budget, min=0.0, max=max(60.0, budget), step=1.0,
                                          description="time budget (s)", style=style, layout=layout,
                                          tooltip="0: train `steps` steps; > 0: train for this many seconds")
         self.button = W.Button(description="Run", button_style="primary", icon="play",
@@ -205,6 +208,7 @@ class StragglerLab:
                              else f"showing {len(self.history)} earlier run(s); press Run to launch a new one",
                              layout=W.Layout(flex="1 1 300px", min_width="0"))
         self.button.on_click(lambda _b: self._on_click())
+        self.method.observe(lambda change: self._method_chosen(change["new"]), names="value")
         self.figures: dict[str, go.Figure] = {}
         self.figure_widgets: dict[str, FigurePane] = {name: FigurePane() for name in FIGURES}
         self.preview = PreviewTab(self.base, self.config, [self.last_run, *self.history[::-1]], self.controls(),
@@ -256,6 +260,10 @@ class StragglerLab:
             penalty_anomaly=bool(self.penalty_anomaly.value), penalty_weighting=bool(self.penalty_weighting.value),
             penalty_clip=bool(self.penalty_clip.value), progress=False,
         )
+
+    def _method_chosen(self, method: str) -> None:
+        """A-EDiT chosen with no time budget: give it one (the slider moves, so the reader sees it)."""
+        self.time_budget.value = panel_time_budget(method, float(self.time_budget.value))
 
     # ------------------------------------------------------------ running
     def run(self) -> Run:

@@ -216,3 +216,26 @@ def test_cluster_planner_writes_the_commands_and_the_machines():
     body = lambda html: html[html.index("<tbody>"):]  # noqa: E731
     assert body(text).count("</tr>") == 3  # one row per machine (up to 6)
     assert body(cluster_plan(16, 8, "nano")).count("</tr>") == 6
+
+
+# ---------------------------------------------------------------- the StragglerLab's A-EDiT budget
+def test_an_aedit_run_from_the_straggler_lab_trains_for_a_time_budget():
+    """With a step count A-EDiT's fast replica finishes early and idles (what the panel showed before): choosing
+    A-EDiT with no budget sets one, the slider shows it, the run gets it; a chosen budget and the other methods'
+    step counts are kept."""
+    from edit_lab.presets import AEDIT_PANEL_BUDGET_S, default_lab_config, panel_time_budget
+    from edit_lab.widgets import StragglerLab
+
+    assert panel_time_budget("aedit", 0.0) == AEDIT_PANEL_BUDGET_S > 0
+    assert panel_time_budget("aedit", 3.0) == 3.0 and panel_time_budget("edit", 0.0) == 0.0
+    lab = StragglerLab(initial=[], launcher=lambda cfg: None)  # sync, counting steps
+    assert lab.config().time_budget == 0.0
+    lab.set(method="aedit")
+    assert lab.time_budget.value == AEDIT_PANEL_BUDGET_S and lab.config().time_budget == AEDIT_PANEL_BUDGET_S
+    lab.set(method="edit")  # the same budget: two presses compare the methods in equal seconds
+    assert lab.config().time_budget == AEDIT_PANEL_BUDGET_S
+    started = StragglerLab(base=default_lab_config().replace(method="aedit"), initial=[], launcher=lambda cfg: None)
+    assert started.config().time_budget == AEDIT_PANEL_BUDGET_S
+    chosen = StragglerLab(base=default_lab_config().replace(method="aedit", time_budget=4.0), initial=[],
+                          launcher=lambda cfg: None)
+    assert chosen.config().time_budget == 4.0

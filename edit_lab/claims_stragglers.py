@@ -1,0 +1,320 @@
+"""The claims of the straggler lessons (notebooks 06, 07, 08), computed from their runs.
+
+A straggler lesson says who waits, how often and how long, who trains more steps, how close a method
+comes to the capacity bound, and which loss a method reaches in the same seconds. Most of that is a
+measurement of this machine's clock, so those verdicts are `timing=True`: on fewer cores than ranks the
+bound itself moves with the method (a rank that waits lends its core to the others), and a busy
+machine moves every number. What the schedule decides (how many stops, which replica trains more
+steps, a loss that falls) is no timing. The tables the lessons read (`pace_table`, `local_rounds`) and
+the benchmark comparisons their paper boxes quote (`benchmark`, `paired`) live here too, so a box
+quotes one computation, not a copy per notebook.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from .analysis import capacity_bound, comm_split, replica_table, rounds_table
+from .claims import BUSY, SEED, SHORT, blocked_ms_per_step, larger, smaller
+from .run import Run
+from .verdict import Verdict, verdict
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+TWO_CORES = ("four ranks share two cores: a rank that waits lends its core, so under A-EDiT, where nobody waits, "
+             "the slow replica computes slower")
+
+
+# ------------------------------------------------------------------------------------ cores and ranks
+def cores() -> int:
+    """The cores this process may run on (the affinity mask where the OS has one: a container's share)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def own_core_shards(replicas: int, n_cores: int, most: int = 2) -> int:
+    """Shards per replica that give every rank a core of its own (at least 1, at most `most`): with fewer
+    cores than ranks a waiting rank lends its core to the others and the capacity bound moves (06)."""
+    return max(1, min(most, n_cores // max(replicas, 1)))
+
+
+def cores_line(shards: int, replicas: int, n_cores: int) -> str:
+    """What the equal-time comparison runs on, said once: ranks, cores, cores per rank."""
+    ranks = shards * replicas
+    return (f"{shards}×{replicas} = {ranks} ranks on {n_cores} core{'s' if n_cores != 1 else ''}: "
+            f"{n_cores / ranks:.2g} core{'s' if n_cores / ranks != 1 else ''} per rank")
+
+
+# ------------------------------------------------------------------------------------ tables
+def pace_table(runs: dict[str, Run]) -> pd.DataFrame:
+    """Per run, after warm-up: wall time, seconds each replica stood blocked, Σ of the replicas' tokens/s vs
+    the capacity bound, the final loss (the W warm-up steps are synchronous in every method: left out)."""
+    rows = []
+    for name, run in runs.items():
+        rt = replica_table(run, from_step=run.config.warmup_steps)
+        cap = capacity_bound(run, from_step=run.config.warmup_steps)
+        total = float(rt["tokens_per_s"].sum())
+        rows.append({"run": name, "wall_s": run.summary["wall_s"],
+                     "fast replica blocked s": rt["blocked_s"].iloc[0],
+                     "slow replica blocked s": rt["blocked_s"].iloc[-1],
+                     "Σ replicas' tokens/s": total, "capacity bound tokens/s": cap,
+                     "share of the bound": total / cap if cap > 0 else float("nan"),
+                     "val loss at the end": run.summary["final_val_loss"]})
+    return pd.DataFrame(rows).set_index("run")
+
+
+def local_rounds(run: Run) -> pd.DataFrame:
+    """Local steps per round and replica, the rounds that start at or after the end of warm-up (warm-up's
+    are rounds of one step each in every method), renumbered from 0: one column per replica."""
+    t = rounds_table(run)
+    t = t[t["start_step"] >= run.config.warmup_steps].copy()
+    t["round"] = t.groupby("replica").cumcount()
+    return t.pivot(index="round", columns="replica", values="local_steps")
+
+
+def steps_of(run: Run) -> list[int]:
+    """Each replica's trained steps (summary.json's per-replica `steps`)."""
+    per = run.summary["per_replica"]
+    return [int(per[k]["steps"]) for k in sorted(per, key=int)]
+
+
+# ------------------------------------------------------------------------------------ who waits, who trains
+def stops(run: Run, replica: int = 0) -> int:
+    """The replica's meetings with the others after warm-up: one per round (sync: one per step)."""
+    t = rounds_table(run)
+    return int(((t["replica"] == replica) & (t["start_step"] >= run.config.warmup_steps)).sum())
+
+
+def fewer_stops(edit: Run, sync: Run) -> Verdict:
+    """EDiT's fast replica meets the slow one once per round of τ steps, sync's once per step."""
+    a, b = stops(edit), stops(sync)
+    return smaller(f"EDiT's fast replica stops to wait fewer times than sync's: once per τ = "
+                   f"{edit.config.sync_interval} steps, not every step", a, b, names=("EDiT", "sync"), unit="stops", digits=0,
+                   why_not=SHORT)
+
+
+def longer_stops(edit: Run, sync: Run) -> Verdict:
+    """… and each of EDiT's stops is longer: it waits out the slow replica's τ extra steps at once."""
+    per = {name: replica_table(r, from_step=r.config.warmup_steps)["blocked_s"].iloc[0] / max(stops(r), 1)
+           for name, r in (("edit", edit), ("sync", sync))}
+    return larger("each of EDiT's stops is longer than sync's", 1e3 * per["edit"], 1e3 * per["sync"],
+                  names=("EDiT", "sync"), unit="ms per stop", timing=True, why_not=BUSY)
+
+
+def fast_trains_more(aedit: Run, factor: float) -> Verdict:
+    """A-EDiT's rounds last the same seconds for every replica: the fast one fits more steps into them."""
+    steps = steps_of(aedit)
+    ratio = steps[0] / max(steps[-1], 1)
+    return verdict("under A-EDiT the fast replica trains more steps than the slow one", steps[0] > steps[-1],
+                   f"steps {steps}: {ratio:.2f}× (the straggler is {factor:g}× slower)", why_not=SHORT)
+
+
+def waits_less(aedit: Run, edit: Run) -> Verdict:
+    """A-EDiT's fast replica stands blocked less per step than EDiT's: it trains on instead of waiting."""
+    a = blocked_ms_per_step(aedit, from_step=aedit.config.warmup_steps)[0]
+    e = blocked_ms_per_step(edit, from_step=edit.config.warmup_steps)[0]
+    return smaller("A-EDiT's fast replica waits less per step than EDiT's", a, e, names=("A-EDiT", "EDiT"),
+                   unit="ms per step", timing=True, why_not=BUSY)
+
+
+def tokens_per_s(run: Run) -> float:
+    """Σ of the replicas' tokens/s after warm-up."""
+    return float(replica_table(run, from_step=run.config.warmup_steps)["tokens_per_s"].sum())
+
+
+def more_tokens(aedit: Run, edit: Run) -> Verdict:
+    """In the same seconds A-EDiT trains more tokens than EDiT: the fast replica's waits became steps."""
+    return larger("A-EDiT trains more tokens per second than EDiT", tokens_per_s(aedit), tokens_per_s(edit),
+                  names=("A-EDiT", "EDiT"), unit="tokens/s", digits=0, timing=True, why_not=BUSY)
+
+
+def bound(run: Run) -> float:
+    """The capacity bound after warm-up: the sum of the replicas' own paces."""
+    return capacity_bound(run, from_step=run.config.warmup_steps)
+
+
+def own_paces(run: Run) -> list[float]:
+    """Each replica's own pace after warm-up (tokens/s had it never waited)."""
+    return replica_table(run, from_step=run.config.warmup_steps)["own_tokens_per_s"].tolist()
+
+
+def bound_moves(edit: Run, aedit: Run, tolerance: float = 0.05) -> Verdict:
+    """With fewer cores than ranks the capacity bound is not the machine's: it moves with the method (a
+    waiting rank lends its core), so a share of it cannot rank the methods."""
+    b0, b1 = bound(edit), bound(aedit)
+    move = b1 / b0 - 1
+    gain = tokens_per_s(aedit) / tokens_per_s(edit) - 1
+    slow0, slow1 = own_paces(edit)[-1], own_paces(aedit)[-1]
+    return verdict(f"on {edit.config.shards}×{edit.config.replicas} the capacity bound moves with the method",
+                   abs(move) > tolerance,
+                   f"EDiT's bound {b0:,.0f}, A-EDiT's {b1:,.0f} tokens/s ({move:+.0%}; A-EDiT's Σ tokens/s "
+                   f"{gain:+.0%} over EDiT's); the slow replica's own pace {slow0:,.0f} → {slow1:,.0f}", timing=True,
+                   why_not="as many cores as ranks: no rank lends its core")
+
+
+def bound_holds(edit: Run, aedit: Run, tolerance: float = 0.15) -> Verdict:
+    """With a core per rank the bound is the replicas' own: about the same under EDiT and A-EDiT."""
+    b0, b1 = bound(edit), bound(aedit)
+    return verdict("with a core per rank the capacity bound stays put between EDiT and A-EDiT",
+                   abs(b1 / b0 - 1) <= tolerance, f"EDiT's {b0:,.0f}, A-EDiT's {b1:,.0f} tokens/s ({b1 / b0 - 1:+.0%})",
+                   timing=True, why_not=BUSY)
+
+
+# ------------------------------------------------------------------------------------ CO2
+def co2_hides(co2: Run, at_most: float = 0.1) -> Verdict:
+    """CO2 issues each round's all-reduce and trains the next round while it travels: it waits for at most a
+    small part of it (`co2_reduce`'s exposed time against its time in flight)."""
+    t = comm_split(co2, by=("kind",)).set_index("kind")
+    total = float(t.loc["co2_reduce", "total_s"]) if "co2_reduce" in t.index else 0.0
+    exposed = float(t.loc["co2_reduce", "exposed_s"]) if "co2_reduce" in t.index else 0.0
+    return verdict("CO2 hides its all-reduce behind the next round", total > 0 and exposed <= at_most * total,
+                   f"waited for {1e3 * exposed:.0f} ms of {1e3 * total:.0f} ms in flight", timing=True, why_not=BUSY)
+
+
+def falls_over_the_budget(run: Run, name: str) -> Verdict:
+    """The validation loss of the agreed model never rises from one timed validation to the next, and ends
+    below where it started (two validations of the same model are equal: not a rise)."""
+    vals = [v for _, v in run.val_losses()]
+    ok = len(vals) >= 2 and all(b <= a for a, b in zip(vals, vals[1:])) and vals[-1] < vals[0]
+    return verdict(f"{name}'s validation loss falls over the whole budget", ok, " → ".join(f"{v:.3f}" for v in vals),
+                   why_not=SHORT if len(vals) < 2 else "the outer step overshoots (CO2's used to: git show 87dd330)")
+
+
+def final(run: Run) -> float:
+    return float(run.summary["final_val_loss"])
+
+
+def co2_lags(co2: Run, others: dict[str, Run]) -> Verdict:
+    """CO2's anchor always lags by one round's mean, so in the same seconds it ends above the methods whose
+    mean lands at once (its hidden all-reduce buys it steps, which can make up for it)."""
+    shown = ", ".join(f"{n} {final(r):.3f}" for n, r in others.items())
+    return verdict(f"CO2 ends above {' and '.join(others)} (its anchor lags one round)",
+                   all(final(co2) > final(r) for r in others.values()), f"CO2 {final(co2):.3f}; {shown}", timing=True,
+                   why_not="the steps its hidden all-reduce bought in this budget outweighed the round it lags")
+
+
+def lower_loss(a: Run, b: Run, names: tuple[str, str]) -> Verdict:
+    """The paper's claim on this run: `a` ends with the lower validation loss in the same seconds."""
+    return smaller(f"this run: {names[0]} ends below {names[1]} at equal time", final(a), final(b), names=names,
+                   unit="", digits=3, timing=True, why_not=f"{SEED}; and the seconds decide the steps")
+
+
+def local_beats_sync(runs: dict[str, Run]) -> list[Verdict]:
+    """Under random pauses sync pays for every pause of any replica, a local method for what does not cancel
+    within a round: each local method's share of the bound is above sync's."""
+    if "sync" not in runs:
+        return []
+    share = {n: tokens_per_s(r) / bound(r) for n, r in runs.items()}
+    return [larger(f"under random pauses {n} reaches a larger share of the bound than sync", share[n], share["sync"],
+                   names=(n, "sync"), unit="", digits=3, timing=True, why_not=BUSY) for n in runs if n != "sync"]
+
+
+# ------------------------------------------------------------------------------------ the benchmark's numbers
+def benchmark(name: str, method: str, key: str = "val", mesh: str = "2x2", straggler: str = "consistent",
+              root: Path = RESULTS) -> dict[int, float]:
+    """seed -> `key` of `method`'s runs in benchmarks/results/`name` (empty without the file)."""
+    path = Path(root) / name
+    rows = json.loads(path.read_text())["runs"] if path.is_file() else []
+    return {r["seed"]: r[key] for r in rows
+            if r["mesh"] == mesh and r["straggler"] == straggler and r["method"] == method}
+
+
+def paired(a: dict[int, float], b: dict[int, float]) -> str:
+    """How far a's loss is below b's, seed by seed: the mean difference and in how many seeds a was lower."""
+    d = [b[s] - a[s] for s in a if s in b]
+    if not d:
+        return "not in this checkout"
+    m = statistics.mean(d)
+    lower = sum(x > 0 for x in d)
+    return f"{abs(m):.3f} nats {'lower' if m > 0 else 'higher'} on average (lower in {lower} of {len(d)} seeds)"
+
+
+def paper_box(here: dict[str, Run], budget_s: float, mesh: str, root: Path = RESULTS) -> pd.DataFrame:
+    """The paper's claim, this run's numbers and the benchmark's side by side, each row labelled with whose
+    numbers they are: A-EDiT's final loss against EDiT's and sync's at equal time."""
+    def this(other: str) -> str:
+        if "aedit" not in here or other not in here:
+            return "not run"
+        a, b = final(here["aedit"]), final(here[other])
+        return f"{abs(a - b):.3f} nats {'lower' if a < b else 'higher'} ({a:.3f} against {b:.3f})"
+
+    lab = benchmark("aedit_loss_weight_per_step.json", "aedit", root=root)
+    raw = benchmark("aedit_loss.json", "aedit", root=root)
+    edit, sync = benchmark("aedit_loss.json", "edit", root=root), benchmark("aedit_loss.json", "sync", root=root)
+    rows = [("the paper's (Cheng et al., ICLR 2025)", "lower loss in the same wall-clock time", "—"),
+            (f"this run's ({mesh}, {budget_s:g} s, one seed)", this("edit"), this("sync")),
+            ("the benchmark's, lab defaults (2×2 on 2 cores, 20 s, 3 seeds)", paired(lab, edit), paired(lab, sync)),
+            ("the benchmark's, the paper's weights (raw softmax, no step weighting)", paired(raw, edit),
+             paired(raw, sync))]
+    return pd.DataFrame(rows, columns=["whose numbers", "A-EDiT against EDiT", "A-EDiT against sync"]).set_index(
+        "whose numbers")
+
+
+# ------------------------------------------------------------------------------------ the cluster preview (07)
+def _share(table: pd.DataFrame, setting: str, link: float, method: str) -> float:
+    t = table[(table["setting"] == setting) & (table["link GB/s"] == link) & (table["method"] == method)]
+    return float(t["share of capacity"].iloc[0])
+
+
+def cluster_verdicts(table: pd.DataFrame, alike: str, straggling: str,
+                     local: Sequence[str] = ("diloco", "edit", "aedit"), close: float = 0.95) -> list[Verdict]:
+    """What notebook 07 reads off its simulated cluster (`table`: setting, link GB/s, method, share of
+    capacity): on the fastest link with nodes alike every local method is close to the capacity; sync
+    loses the most as the link slows; on the slowest link EDiT hides part of each transfer that DiLoCo
+    waits for, and A-EDiT, whose period includes the sync, falls below EDiT; with a straggling node A-EDiT
+    is above EDiT wherever the link is not the bottleneck. Simulated, so no timing."""
+    links = sorted(table["link GB/s"].unique())
+    slow, fast = links[0], links[-1]
+
+    def s(setting: str, link: float, method: str) -> float:
+        return _share(table, setting, link, method)
+
+    shares = {m: s(alike, fast, m) for m in local}
+    loss = {m: s(alike, fast, m) - s(alike, slow, m) for m in ("sync", *local)}
+    out = [verdict(f"nodes alike, {fast:g} GB/s: every Local-SGD method is close to the capacity",
+                   min(shares.values()) >= close, ", ".join(f"{m} {v:.3f}" for m, v in shares.items()),
+                   why_not="the sync every τ steps takes more than a few percent of a round"),
+           verdict(f"nodes alike: sync loses the most of its share from {fast:g} to {slow:g} GB/s",
+                   max(loss, key=loss.get) == "sync", ", ".join(f"{m} −{v:.3f}" for m, v in loss.items()),
+                   why_not="a local method's sync grew longer than sync's per-step all-reduces"),
+           larger(f"nodes alike, {slow:g} GB/s: EDiT hides part of each transfer DiLoCo waits for",
+                  s(alike, slow, "edit"), s(alike, slow, "diloco"), names=("EDiT", "DiLoCo"), unit="", digits=3),
+           smaller(f"nodes alike, {slow:g} GB/s: A-EDiT, whose period includes the sync, falls below EDiT",
+                   s(alike, slow, "aedit"), s(alike, slow, "edit"), names=("A-EDiT", "EDiT"), unit="", digits=3)]
+    for link in links[1:]:
+        out.append(larger(f"one node slower and pauses, {link:g} GB/s: A-EDiT's clock keeps the other nodes training",
+                          s(straggling, link, "aedit"), s(straggling, link, "edit"), names=("A-EDiT", "EDiT"), unit="",
+                          digits=3))
+    return out
+
+
+# ------------------------------------------------------------------------------------ the capstone (08)
+def straggler_witness(run: Run, replica: int) -> Verdict:
+    """A straggler is the replica whose steps were stretched and the one that waits least: its peers wait
+    for it (`replica_table`'s straggle_s and blocked_s after warm-up)."""
+    t = replica_table(run, from_step=run.config.warmup_steps).set_index("replica")
+    others = t.drop(replica)
+    ok = (t.loc[replica, "straggle_s"] > others["straggle_s"].max()
+          and t.loc[replica, "blocked_s"] < others["blocked_s"].min())
+    return verdict(f"replica {replica} was stretched most and waited least: its peers waited for it", bool(ok),
+                   f"straggle {t.loc[replica, 'straggle_s']:.2f} s against at most {others['straggle_s'].max():.2f} s; "
+                   f"blocked {t.loc[replica, 'blocked_s']:.2f} s against at least {others['blocked_s'].min():.2f} s",
+                   why_not="random pauses of the others as long as its stretch")
+
+
+def slow_link_witness(runs: dict[str, Run], letter: str) -> Verdict:
+    """A slow link holds up every replica alike: each replica of that run stood blocked longer than any
+    replica of the other runs."""
+    blocked = {n: replica_table(r, from_step=r.config.warmup_steps)["blocked_s"] for n, r in runs.items()}
+    mine = float(blocked[letter].min())
+    rest = max(float(b.max()) for n, b in blocked.items() if n != letter)
+    return larger(f"run {letter}'s slow link held up every replica: each waited longer than any replica of the "
+                  f"other runs", mine, rest, names=(f"run {letter}'s least", "the others' most"), unit="s", digits=2,
+                  why_not="the link was fast enough to wait less than a straggler's peers")
