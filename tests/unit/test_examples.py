@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import statistics
+
 import json
 
 from edit_lab.analysis import replica_table
@@ -40,5 +42,11 @@ def test_examples_train_for_the_same_time_and_aedit_keeps_its_fast_replica_busy(
         assert run.config.time_budget > 0 and run.summary["train_end_s"] >= run.config.time_budget
         assert not any(p["outlier"] for p in run.penalty)  # no healthy replica flagged (there is no anomaly)
     steps = {m: [v["steps"] for _, v in sorted(r.summary["per_replica"].items())] for m, r in runs.items()}
-    assert steps["aedit"][0] >= 1.6 * steps["aedit"][1]  # the fast replica trains on
+    # the fast replica trains on: as many more steps as its steps are shorter, less its meetings. A 2×
+    # straggler computes twice as long, but its collectives and its step's other work are not stretched,
+    # so its steps are about 1.4× the fast ones here (fewer than 2×: stragglers.py)
+    slow_dt, fast_dt = (statistics.mean(m["dt"] for m in runs["aedit"].metrics
+                                        if m["kind"] == "train" and m["replica"] == r) for r in (1, 0))
+    assert steps["aedit"][0] >= 1.2 * steps["aedit"][1]
+    assert steps["aedit"][0] / steps["aedit"][1] >= 0.85 * slow_dt / fast_dt
     assert steps["sync"][0] == steps["sync"][1]  # held to the slow one's pace at every step
