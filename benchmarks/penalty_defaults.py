@@ -46,6 +46,7 @@ Decision D10 of docs/edit-method.md, by measurement, in three stages:
 
 3. **verify** the chosen defaults for real: notebook 05's spike and bad-data runs with the penalty on
    (RunConfig's defaults, the notebook's E and φ), counting flags of the bad and the healthy records.
+   (Since D11 RunConfig's defaults judge against the peers; `--no-penalty-peers` is what this measured.)
 
     python benchmarks/penalty_defaults.py                 # all three (5 seeds: about 12 min on 2 quiet cores)
     python benchmarks/penalty_defaults.py --replay FILE   # stages 2–3 on series collected before (stage 1's JSON)
@@ -217,9 +218,11 @@ class Setting:
                 f"K={self.readmit_after} ε={self.min_rel_std:g}")
 
     def penalty(self) -> PenaltyConfig:
+        """D10's candidates judge each unit alone on its own norm (`peers` off; D11 and its judging against the
+        peers are benchmarks/penalty_rule.py's)."""
         return PenaltyConfig(alpha=self.alpha, arming=self.arming, threshold=self.threshold,
                              bias_correction=self.bias_correction, readmit_after=self.readmit_after,
-                             per_step=self.per_step, min_rel_std=self.min_rel_std)
+                             per_step=self.per_step, min_rel_std=self.min_rel_std, peers=False)
 
 
 def _norm(g: float | None) -> float:

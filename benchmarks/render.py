@@ -63,6 +63,20 @@ def _preview_latency(results: list[dict]) -> list[str]:
     return table_lines(data)
 
 
+def _penalty_rule(results: list[dict]) -> list[str]:
+    from penalty_rule import table_lines
+
+    (data,) = results
+    return table_lines(data)
+
+
+def _penalty_rule_verify(results: list[dict]) -> list[str]:
+    from penalty_rule import verify_lines
+
+    (data,) = results
+    return verify_lines(data)
+
+
 def _preview_vs_real(results: list[dict]) -> list[str]:
     from preview_vs_real import table_lines
 
@@ -79,6 +93,8 @@ TABLES: dict[str, Table] = {
     "binder_memory": Table(("binder_memory.json",), _binder_memory),
     "preview_vs_real": Table(("preview_vs_real.json",), _preview_vs_real),
     "preview_latency": Table(("preview_latency.json",), _preview_latency),
+    "penalty_rule": Table(("penalty_rule.json",), _penalty_rule),
+    "penalty_rule_verify": Table(("penalty_rule.json",), _penalty_rule_verify),
 }
 
 #: README tables still typed by hand, and why (their benchmarks now write result files; the next run fills them).

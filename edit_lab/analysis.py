@@ -182,17 +182,20 @@ def eval_table(run: RunLike) -> pd.DataFrame:
 
 def penalty_table(run: RunLike) -> pd.DataFrame:
     """One row per sync, unit and replica: G, z, threshold, outlier, readmitted (D10), steps (the replica's local
-    steps in the round), weight, clip, skipped, and `sync` (0, 1, …). Runs recorded before D10 lack the two."""
+    steps in the round), weight, clip, skipped, `peer` (G/k over the median of the other replicas' G/k, what
+    the detector judges with `penalty_peers`, D11), `closing` (the closing sync of `finalize`, not judged), and
+    `sync` (0, 1, …). Runs recorded before D10 lack readmitted and steps, before D11 peer and closing (NaN,
+    False)."""
     r = as_run(run)
     cols = ["step", "sync", "unit", "replica", "G", "z", "threshold", "outlier", "readmitted", "steps", "weight",
-            "clip", "skipped"]
+            "clip", "skipped", "peer", "closing"]
     rows = [p for p in r.penalty if p.get("kind", "penalty") == "penalty"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame([{c: p.get(c) for c in cols if c != "sync"} for p in rows])
-    for c in ("G", "z", "threshold", "weight", "clip", "steps"):
+    for c in ("G", "z", "threshold", "weight", "clip", "steps", "peer"):
         df[c] = pd.to_numeric(df[c], errors="coerce")  # null (a non-finite value in JSON) -> NaN
-    for c in ("outlier", "readmitted", "skipped"):
+    for c in ("outlier", "readmitted", "skipped", "closing"):
         df[c] = df[c].fillna(False).astype(bool)
     order = {s: i for i, s in enumerate(sorted(df["step"].unique()))}
     df["sync"] = df["step"].map(order)

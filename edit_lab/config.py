@@ -203,9 +203,9 @@ class RunConfig:
                                     "clip)", section=S_PENALTY, checked_by="penalty")
     penalty_bias_correction: bool = knob(True, "mean and variance divided by 1-(1-alpha)^n, as Adam's (false: the "
                                          "reference)", section=S_PENALTY, checked_by="penalty")
-    penalty_readmit_after: int = knob(3, "K: a replica flagged K syncs in a row is re-admitted if its norm is in line "
-                                      "with its unflagged peers' (or all are flagged); 0: never", section=S_PENALTY,
-                                      checked_by="penalty")
+    penalty_readmit_after: int = knob(3, "K, with penalty_peers off: a replica flagged K syncs in a row is re-admitted "
+                                      "if its norm is in line with its unflagged peers' (or all are flagged); 0: never",
+                                      section=S_PENALTY, checked_by="penalty")
     penalty_min_rel_std: float = knob(0.15, "epsilon: the detector's sigma is never below epsilon times its mean, a "
                                       "noise floor (0: the reference)", section=S_PENALTY, checked_by="penalty")
     penalty_weight_per_step: bool = knob(True, "softmax weights from G times mean k over k: a longer round (A-EDiT's "
@@ -213,6 +213,13 @@ class RunConfig:
                                          checked_by="penalty")
     penalty_per_step: bool = knob(True, "the detector judges G/k, k = local steps in the round (false: G, as the "
                                   "reference)", section=S_PENALTY, checked_by="penalty")
+    penalty_peers: bool = knob(True, "the detector judges G/k over the median of the other replicas' at the same sync, "
+                               "and a replica flagged on one unit is left out of all (a rise every replica shares "
+                               "flags none; false: each unit alone on G/k, as the authors)", section=S_PENALTY,
+                               checked_by="penalty")
+    penalty_stay_ratio: float = knob(1.3, "kappa_s: a flagged replica stays out while a unit of it is above kappa_s "
+                                     "times its peers' median (0: no; with penalty_peers)", section=S_PENALTY,
+                                     checked_by="penalty")
     # --- A-EDiT ---
     sync_period: float = knob(1.0, "T_sync, seconds of wall clock between syncs (aedit: at most timeout_s/2)",
                               section=S_AEDIT, gt=0.0, finite=True)
@@ -244,6 +251,9 @@ class RunConfig:
                               nan_ok=True)
     spike_units: tuple[int, ...] = knob((), "units scaled by the spike (0 root, 1.. blocks); empty: every unit",
                                         section=S_TROUBLE)
+    exclude_trouble: bool = knob(False, "for measuring detectors: the corrupted replica (from its first sync after "
+                                 "corrupt_from_step) and the spiked one (at its sync after the spike) are left out "
+                                 "whatever the detector says, a perfect detector (edit, aedit)", section=S_TROUBLE)
     fault_rank: int = knob(-1, "rank that fails on purpose, -1 for none", section=S_TROUBLE)
     fault_step: int = knob(0, "step at whose start (after whose forward, for nan) it fails", section=S_TROUBLE, ge=0)
     fault_kind: str = knob("raise", "raise, kill (SIGKILL itself), hang (peers hit timeout_s) or nan (its loss)",

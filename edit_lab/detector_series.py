@@ -26,7 +26,8 @@ class NormSeries:
 
     `event`: 'none'; 'spike' (replica 1's G is `size`× the level at sync `at` only); 'rise' (replica 1's
     level is `size`× from sync `at` on, for good); 'rise-both' (both replicas' levels rise at `at`: a new
-    phase of training, the case re-admission is for). The noise is seeded: the same settings give the
+    phase of training, the weather: judged against the peers it flags nobody, with the peers off it is the
+    case re-admission is for). The noise is seeded: the same settings give the
     same series, so moving a detector slider changes the decisions, never the data.
     """
 

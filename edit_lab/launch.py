@@ -284,9 +284,12 @@ def close_bar(bar: Any, succeeded: bool) -> None:
 def readmission_note(summary: dict, path: Path | str, k: int) -> str | None:
     """One line for a run whose anomaly detector re-admitted outliers (edit-method.md D10), else None.
 
-    A re-admission accepts a norm the detector flagged on a replica K syncs in a row, because it is in line
-    with the norms of the replicas not flagged (or every replica is flagged): a level shared by all cannot
-    be told from a new normal. The user should know it happened, and where.
+    Only the per-unit rule re-admits (`penalty_peers` off, or a run of one replica, which has no peers):
+    it accepts a norm the detector flagged on a replica K syncs in a row, because it is in line with the
+    norms of the replicas not flagged (or every replica is flagged): a level shared by all cannot be told
+    from a new normal. Judged against its peers (D11, the default) a shared level flags nobody, and a
+    flagged replica comes back once it is in line with its peers again, without a re-admission. The user
+    should know it happened, and where.
     """
     seen = (summary.get("method_info") or {}).get("penalty_readmissions") or []
     if not seen:

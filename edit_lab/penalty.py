@@ -1,12 +1,15 @@
-"""The pseudo-gradient penalty of EDiT (edit-method.md §4, decisions D1, D2, D10), without any communication.
+"""The pseudo-gradient penalty of EDiT (edit-method.md §4, decisions D1, D2, D10, D11), without any communication.
 
 SYNC(l) penalises a replica's pseudo-gradient Δ_r = a − θ_r of unit l in three independent steps:
 
-1. **anomaly**: a per-replica, per-unit `AnomalyDetector` follows the norm G_r of Δ_r over the syncs (per
-   local step of the round, G_r/k_r, by default) and flags a norm that is far above its usual value; a
-   flagged replica's Δ_r is set to zero. A replica flagged K syncs in a row whose norm is in line with its
-   healthy peers (or whose peers are all flagged too) is re-admitted (`readmitted_replicas`); `replay` runs
-   all of it over recorded norms.
+1. **anomaly**: a per-replica, per-unit `AnomalyDetector` follows a value over the syncs and flags one that
+   is far above its usual level; a flagged replica's Δ_r is set to zero. By default (`peers`, D11) the value
+   is the replica's norm per local step G_r/k_r divided by the median of the other replicas' at the same
+   sync (`peer_ratios`), so a rise every replica shares changes nothing, and a replica flagged on one unit
+   is left out of every unit of that sync and stays out while some unit of it is still more than
+   `stay_ratio` times its peers'. With `peers` off each unit is judged alone on G_r/k_r (or G_r), as the
+   authors' detector does, with the re-admission of D10 (`readmitted_replicas`). `decide_sync` takes one
+   sync's decisions for every replica and unit, as the engine does; `replay` runs it over recorded norms.
 2. **weighting**: `softmax_weights` gives the replicas with smaller norms more weight (softmax of −G/T),
    anomalous replicas none.
 3. **clip**: `clip_factor` scales the *aggregated* pseudo-gradient down to a norm of at most φ.
@@ -78,9 +81,13 @@ class PenaltyConfig:
     """The penalty's knobs; each of the three parts can be switched off on its own (for ablations).
 
     `arming` is E, counted in syncs (not steps). The detector defaults are the lab's, chosen by measurement
-    for runs of a few to a few dozen syncs (edit-method.md D10, `benchmarks/penalty_defaults.py`). The
-    reference's exact detector is `bias_correction=False, readmit_after=0, per_step=False` (with its E = 120).
-    `temperature` T = inf gives equal weights; `clip_norm` φ = inf never clips.
+    (edit-method.md D10 and D11, `benchmarks/penalty_defaults.py`, `benchmarks/penalty_rule.py`). `peers`
+    (D11) makes the detector judge each replica's norm per step relative to the median of its peers' and
+    judges the replica as a whole; `stay_ratio` κ_s keeps a flagged replica out while some unit of it is
+    still above κ_s × its peers' (0: back as soon as its detectors no longer flag it). The authors' exact
+    detector is `peers=False, bias_correction=False, readmit_after=0, per_step=False, min_rel_std=0,
+    alpha=0.02` (with their E = 120; `AUTHORS` holds these values). `temperature` T = inf gives equal
+    weights; `clip_norm` φ = inf never clips.
     """
 
     anomaly: bool = True
@@ -96,6 +103,8 @@ class PenaltyConfig:
     min_rel_std: float = 0.15  # ε: σ is never taken below ε·μ (a noise floor); 0 = the reference
     per_step: bool = True  # the detector judges G/k, k = the replica's local steps in the round
     weight_per_step: bool = True  # the softmax weighs G·k̄/k (`step_scaled_norms`): rounds of unequal length
+    peers: bool = True  # D11: judge each replica's norm relative to its peers', the whole replica at once
+    stay_ratio: float = 1.3  # κ_s: a flagged replica stays out while a unit of it is above κ_s × its peers'
 
     @classmethod
     def of(cls, cfg: Any) -> "PenaltyConfig":
@@ -104,9 +113,13 @@ class PenaltyConfig:
 
     def validate(self) -> None:
         """Raise PenaltyValueError (a ValueError) naming the first bad field and its allowed values."""
-        for name in ("anomaly", "weighting", "clip", "per_step", "weight_per_step"):
+        for name in ("anomaly", "weighting", "clip", "per_step", "weight_per_step", "peers"):
             if not isinstance(getattr(self, name), bool):
                 raise PenaltyValueError(name, getattr(self, name), "True or False")
+        if not _is_number(self.stay_ratio) or not (self.stay_ratio == 0.0 or 1.0 <= self.stay_ratio < math.inf):
+            raise PenaltyValueError("stay_ratio", self.stay_ratio,
+                                    "0 or a finite number >= 1 (κ_s: a flagged replica stays out while a unit of it "
+                                    "is above κ_s times its peers' median; 0: no)")
         _check_detector_params(self.alpha, self.arming, self.threshold, self.bias_correction, self.readmit_after,
                                self.min_rel_std)
         _check_positive("temperature", self.temperature, "T of the softmax weights")
@@ -131,6 +144,20 @@ class PenaltyConfig:
         if steps <= 0:
             return None
         return g / steps if self.per_step else g
+
+    @classmethod
+    def authors(cls, **changes: Any) -> "PenaltyConfig":
+        """The authors' detector (`AUTHORS_DETECTOR`: each unit judged alone on G with α 0.02, E 120, no bias
+        correction, noise floor, re-admission or peers), the softmax on raw G; `changes` on top."""
+        return cls(**{**AUTHORS_DETECTOR, **changes})
+
+
+#: The PenaltyConfig fields that give the authors' detector (atorch local_sgd, edit-method.md §4): RunConfig
+#: takes them as penalty_<name> (`--no-penalty-peers --no-penalty-bias-correction --no-penalty-per-step
+#: --penalty-readmit-after 0 --penalty-min-rel-std 0 --penalty-alpha 0.02 --penalty-arming 120
+#: --no-penalty-weight-per-step`).
+AUTHORS_DETECTOR: dict[str, Any] = dict(peers=False, bias_correction=False, per_step=False, readmit_after=0,
+                                        min_rel_std=0.0, alpha=0.02, arming=120, weight_per_step=False)
 
 
 class AnomalyDetector:
@@ -469,50 +496,189 @@ def readmitted_replicas(flagged: Sequence[bool], streaks: Sequence[int], judged:
 
 
 class Judged(NamedTuple):
-    """One replica's decision on one unit at one sync, as `replay` reproduces it."""
+    """One replica's decision on one unit at one sync, as `decide_sync` takes it (the engine and `replay`)."""
 
     outlier: bool
     readmitted: bool
-    judged: float | None  # the value the detector judged (`PenaltyConfig.judged_norm`), None: not judged
+    judged: float | None  # the value the detector judged (G/k, or its peer ratio with `peers`), None: not judged
     z: float
     threshold: float
     limit: float  # the smallest judged value the detector would have flagged (inf: none; before deciding)
     mean: float = math.nan  # μ̂, the detector's mean before deciding (nan: not judged)
     std: float = math.nan  # σ, its standard deviation (noise floor included) before deciding (nan: not judged)
+    peer: float = math.nan  # G/k over the median of the other replicas' G/k at this sync (nan: no peer)
+    streak: int = 0  # the syncs in a row this replica has been flagged on this unit, this one included
 
 
-def replay(config: PenaltyConfig, norms: Sequence[Sequence[float]], steps: Sequence[Sequence[int]]
-           ) -> list[list[Judged]]:
-    """The anomaly decisions of one unit over a run, every replica, exactly as the engine takes them.
+def peer_ratios(values: Sequence[float | None]) -> list[float]:
+    """q_r = x_r / median of the other replicas' x at the same sync (D11), for one unit.
 
-    `norms[r][i]` is replica r's G of the unit at sync i (NaN for a non-finite one) and `steps[r][i]` its
-    local steps in that round. Each replica has its own detector; after each sync the re-admission rule
-    is applied to the decisions of all of them, as `EDiTMethod.start_sync` and `EDiTMethod.readmit` do
-    from the all-gathered decisions. For measuring settings offline (`benchmarks/penalty_defaults.py`)
-    and testing them on recorded norm series.
+    `values[r]` is replica r's norm per local step (None: it trained no step in the round). Only finite
+    values are peers; q_r is NaN where x_r is None or not finite, or where no other replica has a finite
+    value (nothing to compare with), and inf where the peers' median is 0. With two replicas the median of
+    the others is the other one: q_0 = x_0/x_1 and q_1 = x_1/x_0. A factor every replica's norm shares
+    (the training's weather: a new phase, a larger learning rate) cancels out.
     """
-    dets = [config.new_detector() for _ in norms]
-    out: list[list[Judged]] = [[] for _ in norms]
-    for i in range(len(norms[0])):
-        row = []
-        for r, det in enumerate(dets):
-            g = float(norms[r][i])
-            x = config.judged_norm(g, int(steps[r][i]))
-            if config.anomaly and x is not None:
-                limit, mean, std = det.flag_limit(), det.mu(), det.std()
-                outlier, z, threshold = det.observe(x)
-            else:
-                limit, outlier, z, threshold = math.inf, not math.isfinite(g), 0.0, math.inf
-                mean = std = math.nan
-            row.append([outlier, False, x, z, threshold, limit, mean, std])
-        if config.anomaly:
-            flagged = [bool(v[0]) for v in row]
-            streaks = [det.count_flag(f) if v[2] is not None else 0 for det, f, v in zip(dets, flagged, row)]
-            for r, due in enumerate(readmitted_replicas(flagged, streaks, [v[2] for v in row], config.readmit_after,
-                                                        config.min_rel_std)):
-                if due:
-                    dets[r].restart(row[r][2])
-                    row[r][0], row[r][1] = False, True
-        for r, v in enumerate(row):
-            out[r].append(Judged(*v))
+    finite = [v is not None and math.isfinite(float(v)) for v in values]
+    out = []
+    for r, v in enumerate(values):
+        others = sorted(float(w) for s, (w, ok) in enumerate(zip(values, finite)) if ok and s != r)
+        if not finite[r] or not others:
+            out.append(math.nan)
+            continue
+        n = len(others)
+        m = others[n // 2] if n % 2 else 0.5 * (others[n // 2 - 1] + others[n // 2])
+        out.append(float(v) / m if m > 0.0 else math.inf)
     return out
+
+
+def _unjudged(outlier: bool, streak: int, x: float | None = None, peer: float = math.nan) -> Judged:
+    return Judged(outlier, False, x, 0.0, math.inf, math.inf, peer=peer, streak=streak)
+
+
+def _judged(det: AnomalyDetector, x: float) -> tuple[bool, list[Any]]:
+    """The detector's verdict on x and the numbers it was taken on, without learning (z, threshold, limit, μ̂, σ)."""
+    limit, mean, std = det.flag_limit(), det.mu(), det.std()
+    return det.is_outlier(x), [det.z(x), det.current_threshold(), limit, mean, std]
+
+
+def decide_sync(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDetector]],
+                norms: Sequence[Sequence[float]], steps: Sequence[int], judge: bool = True,
+                whole_replica: bool = True) -> list[list[Judged]]:
+    """The anomaly decisions of one sync for every replica and unit, exactly as every rank takes them.
+
+    `detectors[r][u]` is replica r's detector of unit u (every rank holds every replica's, all fed the same
+    all-gathered numbers, so they agree bit for bit), `norms[r][u]` replica r's G of unit u (NaN when not
+    finite) and `steps[r]` its local steps k in the round. The detectors learn here. `judge=False` is the
+    closing sync of `finalize` (its round is whatever was left: the norm per step of a short round is
+    larger, so it is not judged): every replica keeps the verdict of its last judged sync (a replica left
+    out there stays out), a non-finite norm is excluded, nothing is learnt. A replica with k = 0 (Δ = 0) is
+    never judged nor flagged.
+
+    With `config.peers` (D11) the detector of (r, u) judges q = (G/k) / the median of the other replicas'
+    G/k (`peer_ratios`): a rise every replica shares leaves q where it was. A replica is flagged when the
+    detector of some unit flags its q, or when it was flagged at its last judged sync and some unit's q is
+    still above `stay_ratio` (κ_s); it is then left out of every unit (`whole_replica`; False judges each unit
+    alone, for comparisons in the benchmarks), and none of its detectors learns. A replica with no peer to
+    compare with at this sync (every other one trained no step) keeps its last verdict. With one replica in
+    the run there are no peers ever: the detector judges G/k itself (the rule below).
+
+    Without `peers` (D10, and the authors' detector): each unit alone, the detector judges G/k (or G,
+    `per_step` off), an outlier is never learnt (D1), and `readmitted_replicas` re-admits a replica flagged
+    K syncs in a row whose judged norm is in line with its unflagged peers' (or when every replica is flagged).
+    """
+    R, U = len(norms), len(norms[0]) if norms else 0
+    x = [[config.judged_norm(float(norms[r][u]), int(steps[r])) for u in range(U)] for r in range(R)]
+    prev = [[detectors[r][u].streak for u in range(U)] for r in range(R)]
+    bad = [[x[r][u] is not None and not math.isfinite(x[r][u]) for u in range(U)] for r in range(R)]
+    ratios = [peer_ratios([x[r][u] for r in range(R)]) for u in range(U)]  # ratios[u][r]
+    if not judge:  # the closing sync: every replica keeps the verdict of its last judged sync
+        return [[_unjudged(bad[r][u] or (config.anomaly and prev[r][u] > 0), prev[r][u], x[r][u], ratios[u][r])
+                 for u in range(U)] for r in range(R)]
+    if not config.anomaly:
+        return [[_unjudged(bad[r][u], 0, x[r][u], ratios[u][r]) for u in range(U)] for r in range(R)]
+    if config.peers and R > 1:
+        return _decide_peers(config, detectors, x, ratios, bad, prev, whole_replica)
+    return _decide_units(config, detectors, x, ratios)
+
+
+def _decide_peers(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDetector]], x: list[list[float | None]],
+                  ratios: list[list[float]], bad: list[list[bool]], prev: list[list[int]], whole_replica: bool
+                  ) -> list[list[Judged]]:
+    R, U = len(x), len(x[0])
+    out: list[list[Judged]] = []
+    for r in range(R):
+        dets = detectors[r]
+        if all(v is None for v in x[r]):  # trained no step: Δ = 0, nothing to judge
+            out.append([_unjudged(False, prev[r][u]) for u in range(U)])
+            continue
+        q = [ratios[u][r] for u in range(U)]
+        comparable = [math.isfinite(v) or v == math.inf for v in q]
+        if not any(comparable) and not any(bad[r]):  # no peer trained this round: keep the last verdict
+            out.append([_unjudged(any(prev[r]) if whole_replica else prev[r][u] > 0, prev[r][u], x[r][u])
+                        for u in range(U)])
+            continue
+        rows, flags = [], []
+        for u in range(U):
+            if comparable[u]:
+                hit, numbers = _judged(dets[u], q[u])
+            elif bad[r][u]:  # a non-finite norm: an outlier, its z the value itself (as `AnomalyDetector.z`)
+                hit, numbers = _judged(dets[u], math.nan)
+            else:  # no finite peer on this unit
+                hit, numbers = False, [0.0, math.inf, math.inf, math.nan, math.nan]
+            stay = config.stay_ratio > 0 and q[u] > config.stay_ratio
+            rows.append(numbers)
+            flags.append((hit or bad[r][u], stay))
+        if whole_replica:
+            was = any(prev[r])
+            outlier = any(h for h, _ in flags) or (was and any(st for _, st in flags))
+            verdicts = [outlier] * U
+        else:
+            verdicts = [h or (prev[r][u] > 0 and st) for u, (h, st) in enumerate(flags)]
+        mine = []
+        for u in range(U):
+            if not verdicts[u] and comparable[u] and math.isfinite(q[u]):
+                dets[u].update(q[u])
+            streak = dets[u].count_flag(verdicts[u])
+            z, thr, limit, mean, std = rows[u]
+            mine.append(Judged(verdicts[u], False, q[u] if comparable[u] else x[r][u], z, thr, limit, mean, std,
+                               peer=q[u], streak=streak))
+        out.append(mine)
+    return out
+
+
+def _decide_units(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDetector]], x: list[list[float | None]],
+                  ratios: list[list[float]]) -> list[list[Judged]]:
+    R, U = len(x), len(x[0])
+    cells: list[list[Judged]] = [[] for _ in range(R)]
+    for u in range(U):
+        row = []
+        for r in range(R):
+            det, v = detectors[r][u], x[r][u]
+            if v is None:
+                row.append([False, False, None, 0.0, math.inf, math.inf, math.nan, math.nan, ratios[u][r], det.streak])
+                continue
+            limit, mean, std = det.flag_limit(), det.mu(), det.std()
+            outlier, z, threshold = det.observe(v)
+            row.append([outlier, False, v, z, threshold, limit, mean, std, ratios[u][r], det.count_flag(outlier)])
+        flagged = [bool(c[0]) for c in row]
+        streaks = [c[9] if c[2] is not None else 0 for c in row]
+        for r, due in enumerate(readmitted_replicas(flagged, streaks, [c[2] for c in row], config.readmit_after,
+                                                    config.min_rel_std)):
+            if due:
+                detectors[r][u].restart(row[r][2])
+                row[r][0], row[r][1], row[r][9] = False, True, 0
+        for r in range(R):
+            cells[r].append(Judged(*row[r]))
+    return cells
+
+
+def replay_units(config: PenaltyConfig, norms: Sequence[Sequence[Sequence[float]]], steps: Sequence[Sequence[int]],
+                 closing: Sequence[bool] | None = None, whole_replica: bool = True) -> list[list[list[Judged]]]:
+    """The anomaly decisions of a whole run, every replica and unit, exactly as the engine takes them.
+
+    `norms[r][u][i]` is replica r's G of unit u at sync i (NaN for a non-finite one), `steps[r][i]` its local
+    steps in that round, `closing[i]` True for the closing sync of `finalize` (not judged: it keeps the last
+    verdict). Fresh detectors, one per replica and unit, then `decide_sync` sync by sync, as
+    `EDiTMethod.start_sync` does. Returns `[r][u][i]`. For measuring settings offline
+    (`benchmarks/penalty_defaults.py`, `benchmarks/penalty_rule.py`) and testing them on recorded series.
+    """
+    R = len(norms)
+    U = len(norms[0]) if R else 0
+    n = len(norms[0][0]) if U else 0
+    dets = [[config.new_detector() for _ in range(U)] for _ in range(R)]
+    out: list[list[list[Judged]]] = [[[] for _ in range(U)] for _ in range(R)]
+    for i in range(n):
+        sync = decide_sync(config, dets, [[float(norms[r][u][i]) for u in range(U)] for r in range(R)],
+                           [int(steps[r][i]) for r in range(R)], judge=not (closing and closing[i]),
+                           whole_replica=whole_replica)
+        for r in range(R):
+            for u in range(U):
+                out[r][u].append(sync[r][u])
+    return out
+
+
+def replay(config: PenaltyConfig, norms: Sequence[Sequence[float]], steps: Sequence[Sequence[int]],
+           closing: Sequence[bool] | None = None) -> list[list[Judged]]:
+    """`replay_units` for a model of one unit: `norms[r][i]`, returns `[r][i]` (the playground, the tests)."""
+    return [per_unit[0] for per_unit in replay_units(config, [[row] for row in norms], steps, closing)]

@@ -2,9 +2,10 @@
 
 No process, no tensor: two replicas' pseudo-gradient norms G over a few dozen syncs (a steady noisy level,
 and on demand a one-sync **spike** or a **lasting rise**, on replica 1 or on both), judged by the library's
-real penalty: `penalty.replay` (one `AnomalyDetector` per replica, the re-admission of D10, exactly as
-`EDiTMethod.start_sync` decides), `penalty.softmax_weights` and `penalty.clip_factor`. Every slider is a
-field of `PenaltyConfig`, so what you see is what a run with those settings would decide on these norms.
+real penalty: `penalty.replay` (one `AnomalyDetector` per replica, judging each replica's G against its
+peer's (D11) or, with `peers` off, G itself with the re-admission of D10, exactly as `EDiTMethod.start_sync`
+decides), `penalty.softmax_weights` and `penalty.clip_factor`. Every control is a field of `PenaltyConfig`,
+so what you see is what a run with those settings would decide on these norms.
 
     pg = DetectorPlayground()          # leave as a cell's last expression to show it
     pg.set(alpha=0.1, event="rise")    # or move the sliders; pg.figure / pg.result are what is drawn
@@ -31,7 +32,9 @@ __all__ = ["DetectorPlayground", "NormSeries", "PlaygroundResult", "decide"]
 #: The rules the figure draws, as the detector computes them (penalty.py, regions detector-test and
 #: detector-update); MathJax in the notebook.
 UPDATE_RULE = r"""
-<b>What the detector does at each sync</b>, for one replica and one unit, with x = its norm G (per local step):
+<b>What the detector does at each sync</b>, for one replica and one unit, with x = its norm G (per local step)
+divided by the median of the other replicas' G at the same sync (D11, "judge against the peers"; with that
+switched off, x = G itself, as the authors' detector):
 $$z = \frac{x - \hat\mu}{\sigma},\qquad \text{outlier} \iff \text{count} \ge E \ \text{and}\ z > \delta\cdot f,
 \qquad f = \max\bigl(1,\ \operatorname{std}(\text{last } E \text{ z-scores})\bigr)$$
 then, only when x is <i>not</i> an outlier (an outlier is never learnt), the update with smoothing α:
@@ -39,13 +42,16 @@ $$d = x - \hat\mu,\quad \mu \leftarrow \mu + \alpha\,(x-\mu),\quad
 M_2 \leftarrow (1-\alpha)\bigl(M_2 + \alpha\, d\,(x - \hat\mu_{\text{new}})\bigr)$$
 $$c = 1-(1-\alpha)^{\text{count}}\ \text{(bias correction; 1 when off)},\quad \hat\mu = \mu/c,\quad
 \sigma = \max\bigl(\sqrt{M_2/c},\ \varepsilon\,\hat\mu\bigr)$$
-Re-admission: a replica flagged K syncs in a row whose G is no larger than its unflagged peers' largest
-(×(1+ε)), or whose peers are all flagged too, is let back in and its detector restarts from G.
+Against the peers, a flagged replica stays out while its x is above κ_s (it still stands out from its peers),
+and a rise both replicas share leaves x at 1: nobody is flagged. With the peers off (D10), a replica flagged K
+syncs in a row whose G is no larger than its unflagged peers' largest (×(1+ε)), or whose peers are all flagged
+too, is let back in and its detector restarts from G.
 Weights and clip: $w_r = e^{-G_r/T} / \sum_{s\ \text{not flagged}} e^{-G_s/T}$ (0 when flagged),
 $\bar\Delta = \sum_r w_r \Delta_r$ is scaled by $\min\bigl(1, \varphi/(\lVert\bar\Delta\rVert + 10^{-6})\bigr)$.
 """
 
-TERMS = """<b>In the figure</b>: <b>G</b> a replica's pseudo-gradient norm at the sync (solid);
+TERMS = """<b>In the figure</b>: <b>G / peer</b> (against the peers) or <b>G</b> a replica's pseudo-gradient
+norm at the sync, over its peer's (solid);
 <b>μ̂</b> the detector's EWMA mean before it (dashed); <b>flag limit μ̂ + δ·f·σ</b> (dotted): a G above
 it is an outlier (red ✕) once the detector is armed (E syncs learnt); <b>z</b> how many σ G lies above μ̂,
 drawn against its threshold <b>δ·f</b> (f = max(1, std of the detector's last E z-scores): it widens the
@@ -94,6 +100,9 @@ class DetectorPlayground:
                                           description="φ (clip norm)", **opts)
         self.bias_correction = W.Checkbox(value=c.bias_correction, description="bias correction (c)", **check)
         self.anomaly = W.Checkbox(value=c.anomaly, description="anomaly filter on", **check)
+        self.peers = W.Checkbox(value=c.peers, description="judge against the peers (D11)", **check)
+        self.stay_ratio = W.FloatSlider(value=c.stay_ratio, min=0.0, max=3.0, step=0.05,
+                                        description="κ_s (stay out above)", **opts)
         self.base = c
         self.syncs, self.seed = s.syncs, s.seed
         self.pane = FigurePane()
@@ -102,9 +111,9 @@ class DetectorPlayground:
         column = dict(layout=W.Layout(width="400px", overflow="visible"))
         controls = W.HBox([
             W.VBox([self.event, self.at, self.size, self.noise], **column),
-            W.VBox([self.alpha, self.arming, self.threshold, self.min_rel_std], **column),
-            W.VBox([self.readmit_after, self.temperature, self.clip_norm, self.bias_correction, self.anomaly],
-                   **column),
+            W.VBox([self.alpha, self.arming, self.threshold, self.min_rel_std, self.stay_ratio], **column),
+            W.VBox([self.readmit_after, self.temperature, self.clip_norm, self.bias_correction, self.anomaly,
+                    self.peers], **column),
         ], layout=W.Layout(flex_flow="row wrap", width="100%", overflow="visible"))
         self.widget = W.VBox([controls, self.summary, self.pane, self.rule], layout=W.Layout(width="100%"))
         self.figure = None
@@ -115,7 +124,7 @@ class DetectorPlayground:
 
     def controls(self) -> dict[str, Any]:
         names = ("event", "at", "size", "noise", "alpha", "arming", "threshold", "min_rel_std", "readmit_after",
-                 "temperature", "clip_norm", "bias_correction", "anomaly")
+                 "temperature", "clip_norm", "bias_correction", "anomaly", "peers", "stay_ratio")
         return {n: getattr(self, n) for n in names}
 
     def set(self, **values: Any) -> "DetectorPlayground":
@@ -137,7 +146,8 @@ class DetectorPlayground:
                        threshold=float(self.threshold.value), min_rel_std=float(self.min_rel_std.value),
                        readmit_after=int(self.readmit_after.value), temperature=float(self.temperature.value),
                        clip_norm=float(self.clip_norm.value), bias_correction=bool(self.bias_correction.value),
-                       anomaly=bool(self.anomaly.value), per_step=True)
+                       anomaly=bool(self.anomaly.value), peers=bool(self.peers.value),
+                       stay_ratio=_stay(float(self.stay_ratio.value)), per_step=True)
 
     def draw(self) -> None:
         series = self.series()
@@ -155,6 +165,11 @@ class DetectorPlayground:
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         return self.widget._repr_mimebundle_(**kwargs)
+
+
+def _stay(v: float) -> float:
+    """The κ_s slider: below 1 means no stay (0), as `PenaltyConfig` allows only 0 or a ratio >= 1."""
+    return v if v >= 1.0 else 0.0
 
 
 def _ranges(xs: list[int]) -> str:

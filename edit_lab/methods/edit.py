@@ -3,10 +3,11 @@
 At the start of a sync step's forward (edit-method.md §4):
 
 1. *norms* — for every unit, this replica's pseudo-gradient norm G_l = ‖a_l − θ_l‖ over the whole
-   unit (a squared-norm all-reduce in the shard group, all units in one message); the replica's
-   own anomaly detector of each unit judges G_l;
-2. *decisions* — one small all-gather over the sync group shares every replica's (G, z, threshold,
-   outlier) for every unit, so every rank computes the same softmax weights.
+   unit (a squared-norm all-reduce in the shard group, all units in one message);
+2. *decisions* — one small all-gather over the sync group shares every replica's G and local steps k
+   for every unit; every rank then runs every replica's anomaly detectors on the same numbers
+   (`penalty.decide_sync`: each replica's norm against its peers' and its own history, D11), so every
+   rank takes the same decisions and computes the same softmax weights.
 
 Then, unit by unit, right before the shard group all-gathers unit l:
 
@@ -34,8 +35,8 @@ import torch
 from ..comm import Handle
 from ..exchanges import COLUMN, DECISION_FIELDS, Decision
 from ..norms import squared_norm
-from ..penalty import (AnomalyDetector, PenaltyConfig, clip_factor, outer_step_skipped, readmitted_replicas,
-                       softmax_weights, step_scaled_norms)
+from ..penalty import (AnomalyDetector, PenaltyConfig, clip_factor, decide_sync, outer_step_skipped, softmax_weights,
+                       step_scaled_norms)
 from ..schedule import is_sync_step
 from .local_sgd import LocalSGDMethod
 
@@ -55,7 +56,11 @@ class EDiTMethod(LocalSGDMethod):
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)
         self.penalty = penalty_config(cfg)
-        self.detectors: list[AnomalyDetector] = [self.penalty.new_detector() for _ in range(engine.n_units)]
+        # every replica's detectors on every rank ([replica][unit]): all fed the same gathered numbers (D11)
+        self.detectors: list[list[AnomalyDetector]] = [[self.penalty.new_detector() for _ in range(engine.n_units)]
+                                                       for _ in range(self.mesh.replicas)]
+        self.peer: list[list[float]] = []  # [unit][replica]: G/k over the peers' median at the last sync
+        self.closing = False  # the sync under way is the closing one of `finalize` (not judged)
         self.syncing = False
         self.weights: list[list[float]] = []  # [unit][replica]
         self.decisions: torch.Tensor | None = None  # [replica, unit, COLUMN.<a Decision field>]
@@ -101,7 +106,8 @@ class EDiTMethod(LocalSGDMethod):
         return super().stop_here(step, spent)
 
     def finalize(self, step: int) -> None:
-        """A last sync outside any forward, so every replica ends on the same model (its round is not judged)."""
+        """A last sync outside any forward, so every replica ends on the same model (its round is not judged:
+        every replica keeps the verdict of its last judged sync)."""
         if self.outer is None or not self.final_sync_needed(step):
             return
         self.start_sync(step, judge=False)
@@ -111,14 +117,17 @@ class EDiTMethod(LocalSGDMethod):
     # ------------------------------------------------------------ the sync, in stages
     @torch.no_grad()
     def start_sync(self, step: int, judge: bool = True) -> None:
-        """Stages 1–2: every unit's norm, this replica's detector decisions, everyone's weights.
+        """Stages 1–2: every unit's norm, everyone's norms and steps, the anomaly decisions, the weights.
+
+        The decisions are `penalty.decide_sync`'s, taken on every rank from the gathered G and k with every
+        replica's detectors (D11), so every rank agrees without a second exchange.
 
         `judge=False` for the closing sync of `finalize`: its round is whatever was left when training
         ended (with a time budget, a few steps against the usual dozens), and the norm per step of a short
         round is larger (its noise does not average out: up to 1.75× a full round's, measured in
-        benchmarks/aedit_loss.py's runs), so the detector would flag healthy replicas and discard their last
-        steps. Its norms are neither judged nor learnt; a non-finite one is still excluded, and the
-        softmax weights and the clip apply as always.
+        benchmarks/aedit_loss.py's runs), so judging it would flag healthy replicas. Its norms are neither
+        judged nor learnt: every replica keeps the verdict of its last judged sync (a replica left out there
+        stays out), a non-finite norm is still excluded, and the softmax weights and the clip apply as always.
         """
         assert self.outer is not None
         self.syncing = True
@@ -132,26 +141,16 @@ class EDiTMethod(LocalSGDMethod):
         dev = self.comm.device  # collective tensors live on the comm device (NCCL moves only CUDA tensors)
         assert self.last_sync_step is not None
         k = step - self.last_sync_step  # this replica's local steps in the round (the same on its every rank)
-        rows: list[Decision] = []  # [unit]
-        judged: list[float | None] = []
-        for u in range(n_units):
-            g = float(sq[u].sqrt())
-            x = self.penalty.judged_norm(g, k) if judge else None
-            judged.append(x)
-            streak = 0
-            if self.penalty.anomaly and x is not None:
-                outlier, z, thr = self.detectors[u].observe(x)
-                streak = self.detectors[u].count_flag(outlier)
-            else:  # filter off, or nothing trained in the round (Δ = 0): only a non-finite G is excluded
-                outlier, z, thr = (not math.isfinite(g)), 0.0, math.inf
-            rows.append(Decision(G=g, z=z, threshold=thr, outlier=float(outlier), readmitted=0.0, steps=float(k),
-                                 flagged_in_a_row=float(streak)))
+        # only G and k are needed by the others (and `exclude_trouble`'s verdict, in the outlier column); the
+        # rest of the row is filled in after the gather
+        rows = [Decision(G=float(sq[u].sqrt()), z=0.0, threshold=0.0, outlier=float(self.in_trouble(step, u)),
+                         readmitted=0.0, steps=float(k), flagged_in_a_row=0.0) for u in range(n_units)]
         mine = torch.tensor(rows, dtype=torch.float64, device=dev).reshape(-1)
         everyone = torch.zeros(R * n_units * len(DECISION_FIELDS), dtype=torch.float64, device=dev)
         self.comm.all_gather(everyone, mine, group="sync", kind="sync_decisions")
         self.decisions = everyone.reshape(R, n_units, len(DECISION_FIELDS)).cpu()
-        if self.penalty.anomaly:
-            self.readmit(judged)
+        self.closing = not judge
+        self.decide(judge)
         self.weights = []
         for u in range(n_units):
             norms = self.decisions[:, u, COLUMN.G].tolist()
@@ -161,29 +160,38 @@ class EDiTMethod(LocalSGDMethod):
             self.weights.append(softmax_weights(norms, self.penalty.temperature, anomalous,
                                                 enabled=self.penalty.weighting))
 
-    def readmit(self, judged: list[float | None]) -> None:
-        """D10: re-admit the replicas `readmitted_replicas` names, from the gathered decisions.
+    def decide(self, judge: bool) -> None:
+        """The anomaly decisions of this sync (`penalty.decide_sync`) written into the gathered decisions.
 
-        Every rank computes the same answer (the judged norms come from the gathered G and k, the runs of
-        flags from the gathered counts); each rank re-arms only its own replica's detector, from its own
-        judged norm, and marks every re-admitted replica not anomalous before the weights are taken.
-        """
+        Every rank runs every replica's detectors on the same gathered G and k, so every rank takes the same
+        decisions (and holds the same detector states, checkpointed with the method)."""
         assert self.decisions is not None
-        for u, det in enumerate(self.detectors):
-            d = self.decisions[:, u, :]
-            flagged = [bool(x) for x in d[:, COLUMN.outlier].tolist()]
-            streaks = [int(x) for x in d[:, COLUMN.flagged_in_a_row].tolist()]
-            everyone = [self.penalty.judged_norm(g, int(k))
-                        for g, k in zip(d[:, COLUMN.G].tolist(), d[:, COLUMN.steps].tolist())]
-            for r, due in enumerate(readmitted_replicas(flagged, streaks, everyone, self.penalty.readmit_after,
-                                                        self.penalty.min_rel_std)):
-                if not due:
-                    continue
-                if r == self.mesh.replica:
-                    x = judged[u]
-                    assert x is not None
-                    det.restart(x)
-                self.decisions[r, u, COLUMN.outlier], self.decisions[r, u, COLUMN.readmitted] = 0.0, 1.0
+        d = self.decisions
+        trouble = d[:, :, COLUMN.outlier].clone()  # `exclude_trouble`: 1 where a replica knows it is in trouble
+        steps = [int(v) for v in d[:, 0, COLUMN.steps].tolist()]
+        verdicts = decide_sync(self.penalty, self.detectors, d[:, :, COLUMN.G].tolist(), steps, judge=judge)
+        for r, per_unit in enumerate(verdicts):
+            for u, j in enumerate(per_unit):
+                d[r, u, COLUMN.z], d[r, u, COLUMN.threshold] = j.z, j.threshold
+                d[r, u, COLUMN.outlier], d[r, u, COLUMN.readmitted] = float(j.outlier), float(j.readmitted)
+                d[r, u, COLUMN.flagged_in_a_row] = float(j.streak)
+        d[:, :, COLUMN.outlier] = torch.maximum(d[:, :, COLUMN.outlier], trouble)
+        self.peer = [[verdicts[r][u].peer for r in range(len(verdicts))] for u in range(self.engine.n_units)]
+
+    def in_trouble(self, step: int, unit: int) -> bool:
+        """`exclude_trouble` (for measuring detectors, benchmarks/penalty_rule.py): is this replica's round, which
+        ends at `step`, one a perfect detector leaves out? The corrupted replica from its first sync after
+        `corrupt_from_step` on (its round holds corrupted steps), the spiked replica at the sync that ends the
+        round of its spike (the units it struck). Each replica answers for itself (under A-EDiT the replicas
+        are at different steps); the answer travels in the gathered outlier column."""
+        cfg, me = self.cfg, self.mesh.replica
+        if not cfg.exclude_trouble:
+            return False
+        if me == cfg.corrupt_replica and step > cfg.corrupt_from_step:
+            return True
+        assert self.last_sync_step is not None
+        return (me == cfg.spike_replica and self.last_sync_step <= cfg.spike_step < step
+                and (not cfg.spike_units or unit in cfg.spike_units))
 
     # region edit-unit-sync
     @torch.no_grad()
@@ -228,7 +236,9 @@ class EDiTMethod(LocalSGDMethod):
             d = Decision(*self.decisions[r, unit].tolist())
             self.log.record("penalty", step=self.sync_step, unit=unit, replica=r, G=_finite(d.G), z=_finite(d.z),
                             threshold=_finite(d.threshold), outlier=bool(d.outlier), readmitted=bool(d.readmitted),
-                            steps=int(d.steps), weight=self.weights[unit][r], clip=factor, skipped=skipped)
+                            steps=int(d.steps), peer=_finite(self.peer[unit][r]),
+                            flagged_in_a_row=int(d.flagged_in_a_row), closing=self.closing,
+                            weight=self.weights[unit][r], clip=factor, skipped=skipped)
             if d.readmitted:
                 self.readmissions.append({"step": self.sync_step, "unit": unit, "replica": r})
     # endregion edit-unit-sync
@@ -251,12 +261,18 @@ class EDiTMethod(LocalSGDMethod):
 
     # ------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "detectors": [d.state_dict() for d in self.detectors]}
+        return {**super().state_dict(), "detectors": [[d.state_dict() for d in per] for per in self.detectors]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
-        for d, s in zip(self.detectors, state["detectors"]):
-            d.load_state_dict(s)
+        saved = state["detectors"]
+        if not saved or not isinstance(saved[0], list) or len(saved) != len(self.detectors):
+            # before D11 a checkpoint held only its own replica's detectors; every rank now needs every replica's
+            raise ValueError(f"the checkpoint's detectors are not one list per replica for {len(self.detectors)} "
+                             "replicas (a checkpoint from before D11 of edit-method.md cannot be resumed)")
+        for per, states in zip(self.detectors, saved):
+            for d, s in zip(per, states):
+                d.load_state_dict(s)
 
     def summary(self) -> dict[str, Any]:
         """`penalty_readmissions`: each (step, unit, replica) re-admitted after K flags in a row (D10,

@@ -2,9 +2,10 @@
 
 Four rows sharing the sync index as x axis, one colour per replica (colors.py):
 
-1. G, each replica's norm (solid), the detector's EWMA mean μ̂ before the sync (dashed) and its flag limit
-   μ̂ + δ·f·σ (dotted): a G above the dotted line is an outlier (red ✕, the exposed-red of every figure);
-   a re-admission (K flags in a row, D10) is a ◆;
+1. what the detector judges: each replica's norm G over its peer's (D11, `peers`; with `peers` off, G
+   itself) (solid), the detector's EWMA mean μ̂ before the sync (dashed) and its flag limit μ̂ + δ·f·σ
+   (dotted): a value above the dotted line is an outlier (red ✕, the exposed-red of every figure), and so
+   is a flagged replica still above κ_s (against the peers); a re-admission (K flags in a row, D10) is a ◆;
 2. z against its threshold δ·f (f = max(1, std of the last E z-scores));
 3. the softmax weights (stacked bars);
 4. the clip factor of the aggregate (1 = not clipped).
@@ -25,6 +26,7 @@ from .colors import EXPOSED, replica_color
 from .layout import keep_corner_ticks_apart, legend_below, title_layout, title_text, top_margin
 
 ROW_TITLES = ("G, μ̂ and μ̂ + δ·f·σ", "z vs δ·f", "weight", "clip factor")
+PEER_TITLE = "G / peer's G, μ̂ and μ̂ + δ·f·σ"
 
 
 def _nan_inf(v: float | None) -> float | None:
@@ -38,17 +40,21 @@ def detector_figure(result: PlaygroundResult, title: str | None = None) -> go.Fi
     x = list(range(n))
     fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=[0.4, 0.25, 0.2, 0.15])
     cfg = result.config
+    peers = cfg.peers and len(result.norms) > 1  # the detector judges G over its peers' (D11)
     # a legend entry for the markers on the first replica that has any (plotly hides an empty trace's entry)
     first_out = next((r for r, js in enumerate(result.judged) if any(j.outlier for j in js)), 0)
     first_back = next((r for r, js in enumerate(result.judged) if any(j.readmitted for j in js)), 0)
     for r, judged in enumerate(result.judged):
         color = replica_color(r)
-        g = result.norms[r]
+        norms = result.norms[r]
+        g = [j.judged if j.judged is not None else math.nan for j in judged] if peers else norms
         group = f"rep{r}"
-        hover = [f"replica {r}, sync {i}<br>G {g[i]:.4g}, μ̂ {j.mean:.4g}, σ {j.std:.3g}<br>z {j.z:.3g} vs δ·f "
+        name = "G / peer" if peers else "G"
+        hover = [f"replica {r}, sync {i}<br>G {norms[i]:.4g}" + (f", G / peer {g[i]:.3g}" if peers else "")
+                 + f", μ̂ {j.mean:.4g}, σ {j.std:.3g}<br>z {j.z:.3g} vs δ·f "
                  f"{j.threshold:.3g}: {'OUTLIER' if j.outlier else 'ok'}{' · re-admitted' if j.readmitted else ''}"
                  for i, j in enumerate(judged)]
-        fig.add_trace(go.Scatter(x=x, y=g, mode="lines+markers", name=f"replica {r}: G", legendgroup=group,
+        fig.add_trace(go.Scatter(x=x, y=g, mode="lines+markers", name=f"replica {r}: {name}", legendgroup=group,
                                  line=dict(color=color), hovertext=hover, hoverinfo="text",
                                  meta={"role": "G", "replica": r}), row=1, col=1)
         fig.add_trace(go.Scatter(x=x, y=[_nan_inf(j.mean) if j.mean or i else None for i, j in enumerate(judged)],
@@ -74,7 +80,7 @@ def detector_figure(result: PlaygroundResult, title: str | None = None) -> go.Fi
         fig.add_trace(go.Scatter(x=out, y=[g[i] for i in out], mode="markers", name="outlier (Δ set to 0)",
                                  legendgroup="outlier", showlegend=r == first_out,
                                  marker=dict(symbol="x", size=12, color=EXPOSED, line=dict(width=1)),
-                                 hovertemplate="OUTLIER at sync %{x}: G %{y:.4g}<extra></extra>",
+                                 hovertemplate=f"OUTLIER at sync %{{x}}: {name} %{{y:.4g}}<extra></extra>",
                                  meta={"role": "outlier", "replica": r}), row=1, col=1)
         back = [i for i, j in enumerate(judged) if j.readmitted]
         fig.add_trace(go.Scatter(x=back, y=[g[i] for i in back], mode="markers", name="re-admitted (K in a row)",
@@ -86,14 +92,15 @@ def detector_figure(result: PlaygroundResult, title: str | None = None) -> go.Fi
     fig.add_trace(go.Scatter(x=x, y=result.clip, mode="lines+markers", name="clip factor", line=dict(color="#555555"),
                              hovertemplate="sync %{x}: clip factor %{y:.4g}<extra></extra>",
                              meta={"role": "clip"}), row=4, col=1)
-    for row, label in enumerate(ROW_TITLES, start=1):
+    for row, label in enumerate((PEER_TITLE, *ROW_TITLES[1:]) if peers else ROW_TITLES, start=1):
         fig.update_yaxes(title_text=label, row=row, col=1, title_font=dict(size=11))
     fig.update_yaxes(range=[0, 1.05], row=3, col=1)
     fig.update_yaxes(range=[0, 1.05], row=4, col=1)
     fig.update_xaxes(title_text="sync", row=4, col=1, dtick=max(1, n // 10))
     keep_corner_ticks_apart(fig)
     settings = (f"α {cfg.alpha:g}, E {cfg.arming}, δ {cfg.threshold:g}, ε {cfg.min_rel_std:g}, "
-                f"K {cfg.readmit_after}, T {cfg.temperature:.3g}, φ {cfg.clip_norm:.3g}, "
+                + (f"against the peers, κ_s {cfg.stay_ratio:g}, " if peers else f"K {cfg.readmit_after}, ")
+                + f"T {cfg.temperature:.3g}, φ {cfg.clip_norm:.3g}, "
                 f"bias correction {'on' if cfg.bias_correction else 'off'}"
                 + ("" if cfg.anomaly else ", anomaly filter OFF"))
     text = title_text(title or "The detector on a made-up series",

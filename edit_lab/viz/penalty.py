@@ -3,10 +3,15 @@
 One column per unit (the penalty is per layer), four rows sharing the sync step as x axis:
 
 1. G, each replica's pseudo-gradient norm (log scale when norms span orders of magnitude);
-2. z, the detector's score (how many σ the norm lies above the detector's EWMA mean μ̂), against its
-   threshold δ·f (dashed, per replica), where f = max(1, std of the detector's last E z-scores) widens
-   the threshold for a replica whose recent z-scores were spread out (`AnomalyDetector.factor`); a z
-   above its dashed line is an outlier (red ✕, also on G) and gets weight 0;
+2. z, the detector's score (how many σ the judged value lies above the detector's EWMA mean μ̂: by
+   default G per step over the median of the other replicas' at that sync, D11; G/k itself with
+   `penalty_peers` off), against its threshold δ·f (dashed, per replica), where f = max(1, std of the
+   detector's last E z-scores) widens the threshold for a replica whose recent z-scores were spread out
+   (`AnomalyDetector.factor`); a z above its dashed line makes an outlier (red ✕, also on G), weight 0.
+   Against the peers the replica is judged as a whole: a z above the line on one unit leaves it out of
+   every unit, and it stays out while some unit of it is above κ_s times its peers' (`peer` in the hover),
+   so a red ✕ can sit under the dashed line. The closing sync is not judged (no z): it keeps the verdict
+   of the sync before;
 3. the softmax weights as stacked bars (they sum to 1 unless the outer step was skipped);
 4. the clip factor applied to the aggregated pseudo-gradient (1 = not clipped).
 
@@ -59,10 +64,13 @@ def penalty_figure(run: RunLike, units: Iterable[int] | None = None, title: str 
         for rep in replicas:
             d = du[du["replica"] == rep].sort_values("step")
             color = replica_color(int(rep))
-            hover = [f"replica {rep}, unit {u}, sync at step {s}<br>G {g:.4g}, z {z:.3g}, threshold {t:.3g}<br>"
-                     f"outlier {o}, weight {w:.3f}, clip {cl:.3g}" + (" · outer step skipped" if sk else "")
-                     for s, g, z, t, o, w, cl, sk in zip(d["step"], d["G"], d["z"], d["threshold"], d["outlier"],
-                                                         d["weight"], d["clip"], d["skipped"])]
+            hover = [f"replica {rep}, unit {u}, sync at step {s}<br>G {g:.4g}"
+                     + ("" if q != q else f" ({q:.3g}× its peers' per step)")
+                     + f", z {z:.3g}, threshold {t:.3g}<br>outlier {o}, weight {w:.3f}, clip {cl:.3g}"
+                     + (" · outer step skipped" if sk else "") + (" · closing sync, not judged" if cs else "")
+                     for s, g, q, z, t, o, w, cl, sk, cs in zip(d["step"], d["G"], d["peer"], d["z"], d["threshold"],
+                                                                d["outlier"], d["weight"], d["clip"], d["skipped"],
+                                                                d["closing"])]
             fig.add_trace(go.Scatter(x=d["step"], y=d["G"], mode="lines+markers", name=f"replica {rep}",
                                      legendgroup=f"rep{rep}", showlegend=first, line=dict(color=color),
                                      hovertext=hover, hoverinfo="text", meta={"role": "G", "replica": int(rep)}),
@@ -120,8 +128,11 @@ def penalty_figure(run: RunLike, units: Iterable[int] | None = None, title: str 
     fig.update_yaxes(range=[0, 1.05], row=3)
     keep_corner_ticks_apart(fig)
     note = f" (z above {z_cap:.3g} drawn at the top edge, ▲)" if z_cap and (df["z"] > z_cap).any() else ""
-    text = title_text(head, f"one column per unit; red ✕ = outlier, its Δ is zeroed and weighs 0; dashed: threshold "
-                            f"δ·f, f = max(1, std of the detector's last E z-scores){note}")
+    peers = bool(getattr(r.config, "penalty_peers", False)) and r.config.replicas > 1
+    judged = ("z of G per step over its peers' median; a replica flagged on one unit is out of all, and stays out "
+              "while a unit of it is above κ_s × its peers'; " if peers else "")
+    text = title_text(head, f"one column per unit; red ✕ = outlier, its Δ is zeroed and weighs 0; {judged}dashed: "
+                            f"threshold δ·f, f = max(1, std of the detector's last E z-scores){note}")
     fig.update_annotations(font_size=SUBPLOT_TITLE_PX)  # the column titles
     fig.update_layout(
         title=title_layout(text), barmode="stack", template="plotly_white", height=860, autosize=True,

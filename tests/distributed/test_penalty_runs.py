@@ -1,17 +1,21 @@
-"""The pseudo-gradient penalty in real runs: a spiked replica, a NaN replica, a tight clip.
+"""The pseudo-gradient penalty in real runs: a spiked replica, a NaN replica, a tight clip, a replica fed bad data.
 
 The spike runs use 2 shards × 3 replicas (six gloo ranks, above our usual four, because the issue
 asks for three replicas: with two, "the others' weights sum to 1" is a single weight of 1). To keep
-them to seconds they use the nano model and 14 steps: W = 2, τ = 2, so syncs happen at the forwards
-of steps 4, 6, 8, 10, 12 and at the end (14).
+them to seconds they use the nano model and 16 steps: W = 2, τ = 2, so syncs happen at the forwards
+of steps 4, 6, …, 14 and at the end (16, the closing sync of `finalize`, not judged).
 
-The detector runs with the lab's defaults (bias-corrected, α = 0.3, E = 4, per-step norms, noise floor
-ε = 0.15, per-replica re-admission after K = 3; edit-method.md D10): armed after four syncs, i.e. from the sync of step W + 5τ = 12, the
-spike's. (The lab's former E = 3 with the reference's uncorrected α = 0.02 would have judged with a
-mean still near 0 and taken healthy norms for outliers.)
+The detector runs with the lab's defaults (edit-method.md D10 and D11: bias-corrected, α = 0.3, E = 4,
+noise floor ε = 0.15, judging each replica's norm per step over the median of its peers', the whole
+replica at once, a flagged replica kept out while a unit of it is above κ_s = 1.3 times its peers'):
+armed after four syncs, i.e. from the sync of step W + 5τ = 12, the spike's. (The lab's former E = 3 with
+the reference's uncorrected α = 0.02 would have judged with a mean still near 0 and taken healthy norms
+for outliers.)
 
-The last test resumes a run with a larger τ, so that every replica's norm of a round rises for good,
-and checks the re-admission of D10 in the engine against `penalty.replay` of the same norms.
+A 1 × 4 run feeds one replica random bytes: it must be left out of every unit at every judged sync from
+the second after the onset, and at the closing sync. A resumed run with a larger τ makes every replica's
+norm of a round rise for good: the per-unit rule of D10 (`penalty_peers` off) re-admits them, checked in
+the engine against `penalty.replay` of the same norms.
 """
 
 from __future__ import annotations
@@ -27,13 +31,14 @@ from tests.helpers import small
 
 SPIKE_STEP = 11  # after its optimizer step; the next forward (step 12) syncs, so no step computes with it
 SPIKE_SYNC = 12
+SPIKE_STEPS = 16  # so the sync after the spike's (14) is judged; 16 is the closing one
 SPIKE_REPLICA = 1
 SPIKE_UNITS = (1,)  # block 0 only: nano has units root, block0, block1
 OFF = dict(penalty_anomaly=False, penalty_weighting=False, penalty_clip=False)
 
 
 def _spike_cfg(out, **kw):
-    base = dict(method="edit", shards=2, replicas=3, steps=14, warmup_steps=2, sync_interval=2,
+    base = dict(method="edit", shards=2, replicas=3, steps=SPIKE_STEPS, warmup_steps=2, sync_interval=2,
                 spike_replica=SPIKE_REPLICA, spike_step=SPIKE_STEP,
                 spike_scale=10.0, spike_units=SPIKE_UNITS, checksums=True, threads=1, out=str(out))
     base.update(kw)
@@ -79,22 +84,32 @@ def _assert_replicas_agree(run):
         assert theta == anchor, key  # θ ← a after the sync
 
 
-def test_spike_is_flagged_for_the_struck_units_only(spike_on):
+def test_a_spike_on_one_unit_leaves_the_whole_replica_out_at_that_sync(spike_on):
     groups = _by_sync_unit(spike_on)
     syncs = sorted({s for s, _ in groups})
-    assert syncs == [4, 6, 8, 10, 12, 14]
+    assert syncs == [4, 6, 8, 10, 12, 14, 16]
+    assert [p["closing"] for p in groups[(16, 0)]] == [True] * 3 and not any(p["closing"] for p in groups[(14, 0)])
     flagged = {(p["step"], p["unit"], p["replica"]) for recs in groups.values() for p in recs if p["outlier"]}
-    assert flagged == {(SPIKE_SYNC, u, SPIKE_REPLICA) for u in SPIKE_UNITS}
-    for u in SPIKE_UNITS:
+    assert flagged == {(SPIKE_SYNC, u, SPIKE_REPLICA) for u in range(3)}  # D11: the replica is judged as a whole
+    for u in range(3):
         recs = groups[(SPIKE_SYNC, u)]
         spiked, others = recs[SPIKE_REPLICA], [p for p in recs if p["replica"] != SPIKE_REPLICA]
-        # θ ← 10θ makes G = ‖a − 10θ‖ ≈ 9‖a‖, orders of magnitude above a normal round's drift
-        assert spiked["G"] > 50 * max(p["G"] for p in others)
-        assert spiked["z"] > spiked["threshold"] >= 3.0
         assert all(p["z"] <= p["threshold"] for p in others)
-    # the unit that was not struck judges the same replica healthy at the same sync
-    untouched = groups[(SPIKE_SYNC, 0)][SPIKE_REPLICA]
-    assert not untouched["outlier"] and untouched["weight"] > 0.3
+        if u in SPIKE_UNITS:
+            # θ ← 10θ makes G = ‖a − 10θ‖ ≈ 9‖a‖, orders of magnitude above a normal round's drift
+            assert spiked["G"] > 50 * max(p["G"] for p in others)
+            assert spiked["peer"] > 50 and spiked["z"] > spiked["threshold"] >= 3.0
+        else:  # the units it did not strike are in line with its peers', but the replica is out
+            assert spiked["z"] <= spiked["threshold"] and spiked["weight"] == 0.0
+    # the per-unit rule (D10, `penalty_peers` off) on the same norms flags the struck unit alone
+    from edit_lab.penalty import PenaltyConfig, replay
+
+    for u in range(3):
+        recs = [groups[(s, u)] for s in syncs]
+        got = replay(PenaltyConfig(peers=False), [[g[r]["G"] for g in recs] for r in range(3)],
+                     [[g[r]["steps"] for g in recs] for r in range(3)], [g[0]["closing"] for g in recs])
+        assert [i for i, j in enumerate(got[SPIKE_REPLICA]) if j.outlier] == ([syncs.index(SPIKE_SYNC)]
+                                                                              if u in SPIKE_UNITS else [])
 
 
 def test_spiked_replica_weight_zero_and_softmax_over_the_others(spike_on):
@@ -109,9 +124,11 @@ def test_spiked_replica_weight_zero_and_softmax_over_the_others(spike_on):
         assert not any(p["skipped"] for p in recs) and all(p["clip"] == 1.0 for p in recs)
     spiked = _by_sync_unit(spike_on)[(SPIKE_SYNC, SPIKE_UNITS[0])]
     assert [p["weight"] > 0 for p in spiked] == [True, False, True]
-    # the following sync restarted from the anchor: the replica is healthy again and weighs in
-    after = _by_sync_unit(spike_on)[(SPIKE_SYNC + 2, SPIKE_UNITS[0])][SPIKE_REPLICA]
-    assert not after["outlier"] and after["weight"] > 0.3
+    # the following sync restarted from the anchor: the replica is healthy again and weighs in, at the last
+    # judged sync (14) and at the closing one (16), which keeps that verdict
+    for step in (SPIKE_SYNC + 2, SPIKE_STEPS):
+        after = _by_sync_unit(spike_on)[(step, SPIKE_UNITS[0])][SPIKE_REPLICA]
+        assert not after["outlier"] and after["weight"] > 0.3, step
 
 
 def test_anchors_stay_bit_identical_across_replicas(spike_on):
@@ -142,8 +159,9 @@ def test_without_the_penalty_the_spike_reaches_the_anchor(spike_on, spike_off):
 
 @pytest.fixture(scope="module")
 def nan_run(tmp_path_factory):
-    """2×2: replica 1's parameters become inf after step 6, so step 7 computes a NaN loss; a tight φ."""
-    cfg = small(method="edit", shards=2, replicas=2, steps=12, warmup_steps=2, sync_interval=2,
+    """2×2: replica 1's parameters become inf after step 6, so step 7 computes a NaN loss; a tight φ. 16 steps:
+    syncs at 4, 6, …, 14 and the closing one at 16."""
+    cfg = small(method="edit", shards=2, replicas=2, steps=16, warmup_steps=2, sync_interval=2,
                 penalty_clip_norm=0.1, spike_replica=1, spike_step=6,
                 spike_scale=float("inf"), checksums=True, out=str(tmp_path_factory.mktemp("nan") / "run"))
     return launch(cfg)
@@ -151,18 +169,25 @@ def nan_run(tmp_path_factory):
 
 def test_nan_replica_is_excluded_and_recovers(nan_run):
     groups = _by_sync_unit(nan_run)
-    assert sorted({s for s, _ in groups}) == [4, 6, 8, 10, 12]
+    assert sorted({s for s, _ in groups}) == [4, 6, 8, 10, 12, 14, 16]
     for (step, unit), (r0, r1) in groups.items():
+        assert not r0["outlier"]
         if step == 8:  # the first sync after the blow-up: an outlier even though E = 3 syncs had not passed
             assert r1["G"] is None and r1["z"] is None and r1["outlier"]  # non-finite → null in JSON
             assert (r0["weight"], r1["weight"], r0["skipped"]) == (1.0, 0.0, False)
-        else:
-            assert not r0["outlier"] and not r1["outlier"]
+        elif step < 8:
+            assert not r1["outlier"]
+        elif r1["outlier"]:  # kept out while its norm still stands out from its peer's (D11: above κ_s)
+            assert max(p[1]["peer"] for (s, _), p in groups.items() if s == step) > nan_run.config.penalty_stay_ratio
+    # back in: its inner optimizer restarted from scratch takes large steps for a few syncs (measured: 1.3–1.5×
+    # its peer's norm at 10 and 12), then it is in line again and weighs in, at the closing sync too
+    assert all(not groups[(step, u)][1]["outlier"] and groups[(step, u)][1]["weight"] > 0.3
+               for step in (14, 16) for u in range(3))
     losses = dict(nan_run.train_losses(1))
     assert math.isnan(losses[7])  # the step computed with inf parameters
     # θ ← a at step 8 and the inner optimizer state forgotten: the replica trains normally again
-    assert all(math.isfinite(losses[s]) for s in range(8, 12))
-    assert losses[11] < losses[6]
+    assert all(math.isfinite(losses[s]) for s in range(8, 16))
+    assert losses[15] < losses[6]
     assert math.isfinite(nan_run.summary["final_val_loss"]) and math.isfinite(nan_run.summary["final_train_loss"])
     assert all(torch.isfinite(v).all() for v in nan_run.state_dict().values())
     _assert_replicas_agree(nan_run)
@@ -200,11 +225,12 @@ def test_spike_settings_are_validated():
 @pytest.fixture(scope="module")
 def resumed_with_larger_tau(tmp_path_factory):
     """1×2, τ = 2 for 20 steps (checkpointed), then resumed with τ = 6 up to step 44: every round holds three
-    times the steps, so every replica's G rises for good. The detector judges G itself here (per_step off),
-    as the reference does; the defaults' G/k would see no change at all (checked offline below). The
-    syncs at steps 26, 32 and 38 are judged; the closing sync of `finalize` (44) is not (D10)."""
+    times the steps, so every replica's G rises for good. The per-unit rule of D10 (`penalty_peers` off)
+    judging G itself (per_step off), as the reference does; the defaults would see no change at all: G/k
+    does not rise, and G over the peer's G neither (checked offline below). The syncs at steps 26, 32 and 38
+    are judged; the closing sync of `finalize` (44) is not: it keeps the last verdict (D10, D11)."""
     root = tmp_path_factory.mktemp("readmit")
-    base = dict(method="edit", shards=1, replicas=2, warmup_steps=2, penalty_per_step=False)
+    base = dict(method="edit", shards=1, replicas=2, warmup_steps=2, penalty_per_step=False, penalty_peers=False)
     first = launch(small(**base, steps=20, sync_interval=2, checkpoint_every=1, out=str(root / "a")))
     with pytest.warns(UserWarning, match="re-admitted") as caught:
         resumed = launch(small(**base, steps=44, sync_interval=6, resume=str(root / "a"), out=str(root / "b")))
@@ -254,10 +280,11 @@ def test_engine_decisions_are_the_replay_of_their_norms(resumed_with_larger_tau)
             assert [j.z for j in got[r]] == pytest.approx([p["z"] for p in mine[r]], rel=1e-9, abs=1e-12)
         # without re-admission the units flagged at the third sync would stay flagged for good; with the
         # defaults' per-step norms G/k the longer rounds are not even a rise
-        locked = replay(PenaltyConfig(per_step=False, readmit_after=0), norms, steps)
+        locked = replay(PenaltyConfig(per_step=False, readmit_after=0, peers=False), norms, steps)
         if mine[0][-1]["readmitted"]:  # re-admitted at the third sync (38): without K, flagged there too
             assert [j.outlier for j in locked[0]][-3:] == [True, True, True]
         assert not any(j.outlier for r in (0, 1) for j in replay(PenaltyConfig(), norms, steps)[r])
+        assert not any(j.outlier for r in (0, 1) for j in replay(PenaltyConfig(per_step=False), norms, steps)[r])
 
 
 
@@ -269,8 +296,11 @@ def finished_replica(tmp_path_factory):
     """A-EDiT 1×2 with replica 1 four times as slow: replica 0 runs its 40 steps first, then meets (flagged
     done) and takes part in replica 1's remaining syncs with k = 0 (never judged, so never flagged). Replica
     1's block 0 is spiked after its step 30, when replica 0 has long finished (at about replica 1's step 10
-    to 20, however busy the machine) and with several syncs still to come, so the spike is judged."""
+    to 20, however busy the machine) and with several syncs still to come, so the spike is judged. Judged by the
+    per-unit rule (`penalty_peers` off, D10): against its peers (D11) a replica whose every peer trained no step
+    in the round has no one to be compared with and keeps its last verdict, so the spike would not be judged."""
     cfg = small(method="aedit", shards=1, replicas=2, steps=40, warmup_steps=2, sync_period=0.15, min_sync_steps=1,
+                penalty_peers=False,
                 straggler_replicas=(1,), straggler_factor=4.0, spike_replica=1, spike_step=30,
                 spike_units=SPIKE_UNITS, checksums=True, threads=1,
                 out=str(tmp_path_factory.mktemp("finished_replica") / "run"))
@@ -304,3 +334,70 @@ def test_a_unit_whose_trained_replicas_are_all_flagged_is_skipped_beside_a_finis
     assert all(theta == anchor for theta, anchor in sums[1])  # θ ← a
     for i in alone:
         assert sums[1][i] == sums[1][i - 1], i
+
+
+# ---------------------------------------------------------------- a replica fed bad data (D11)
+
+BAD_REPLICA, BAD_FROM = 0, 24
+
+
+def _bad_cfg(out, **kw):
+    """The capstone's 1 × 4 run (nano, τ 4, W 4, 44 steps, random pauses) at twice the learning rate, replica 0
+    reading random bytes from step 24: the first sync whose round holds bad data is 28's, the closing one 44's
+    (benchmarks/penalty_rule.py's `1x4-lr-double-bad`)."""
+    from edit_lab.capstone import base_config
+
+    return base_config().replace(lr=0.006, corrupt_replica=BAD_REPLICA, corrupt_from_step=BAD_FROM,
+                                 corrupt_mode="random", threads=1, out=str(out), **kw)
+
+
+@pytest.fixture(scope="module")
+def bad_data(tmp_path_factory):
+    return launch(_bad_cfg(tmp_path_factory.mktemp("bad_data") / "run"))
+
+
+def test_a_bad_replica_is_out_of_every_unit_from_the_second_sync_after_the_onset_and_at_the_closing_one(bad_data):
+    groups = _by_sync_unit(bad_data)
+    syncs = sorted({s for s, _ in groups})
+    assert syncs == [8, 12, 16, 20, 24, 28, 32, 36, 40, 44]
+    assert [groups[(s, 0)][0]["closing"] for s in syncs] == [False] * 9 + [True]
+    onset = next(s for s in syncs if s > BAD_FROM)
+    for (step, unit), recs in groups.items():
+        bad = recs[BAD_REPLICA]
+        if step > onset:  # every judged sync from the second after the onset, and the closing one (44)
+            assert bad["outlier"] and bad["weight"] == 0.0, (step, unit)
+            assert math.fsum(p["weight"] for p in recs) == pytest.approx(1.0, abs=1e-12)
+        if step < onset:
+            assert not any(p["outlier"] for p in recs), (step, unit)
+    # the healthy replicas are never left out, and nothing needed re-admitting
+    assert not any(p["outlier"] for p in bad_data.penalty if p["replica"] != BAD_REPLICA)
+    assert not any(p["readmitted"] for p in bad_data.penalty)
+    # what got it out: its norm per step stood out from its peers' in some unit at every judged sync
+    for step in syncs[syncs.index(onset) + 1:-1]:
+        assert max(groups[(step, u)][BAD_REPLICA]["peer"] for u in range(3)) > bad_data.config.penalty_stay_ratio
+
+
+def test_engine_decisions_are_the_replay_of_their_norms_against_the_peers(bad_data):
+    from edit_lab.penalty import PenaltyConfig, replay_units
+
+    groups = _by_sync_unit(bad_data)
+    syncs = sorted({s for s, _ in groups})
+    R, U = 4, 3
+    norms = [[[groups[(s, u)][r]["G"] for s in syncs] for u in range(U)] for r in range(R)]
+    steps = [[groups[(s, 0)][r]["steps"] for s in syncs] for r in range(R)]
+    got = replay_units(PenaltyConfig.of(bad_data.config), norms, steps, [groups[(s, 0)][0]["closing"] for s in syncs])
+    for r in range(R):
+        for u in range(U):
+            recs = [groups[(s, u)][r] for s in syncs]
+            assert [j.outlier for j in got[r][u]] == [p["outlier"] for p in recs], (r, u)
+            assert [j.peer for j in got[r][u]] == pytest.approx([p["peer"] for p in recs], rel=1e-12)
+            assert [j.z for j in got[r][u]] == pytest.approx([p["z"] for p in recs], rel=1e-9, abs=1e-12)
+
+
+def test_exclude_trouble_leaves_the_bad_replica_out_from_the_onset_whatever_the_detector_says(tmp_path):
+    """The perfect detector benchmarks/penalty_rule.py measures against: anomaly filter off, the bad replica's
+    weight is 0 from the first sync whose round holds bad data (28), the closing one included, and only there."""
+    run = launch(_bad_cfg(tmp_path / "run", penalty_anomaly=False, exclude_trouble=True))
+    for p in run.penalty:
+        out = p["replica"] == BAD_REPLICA and p["step"] > BAD_FROM
+        assert p["outlier"] == out and (p["weight"] == 0.0) == out, p

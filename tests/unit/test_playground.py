@@ -17,7 +17,8 @@ SPIKED = [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 1.0, 3.0, 1.0, 1.02]
 
 
 def _by_hand(config: PenaltyConfig, series: list[float]):
-    """One AnomalyDetector fed the series the way the engine does: decide, then learn unless an outlier."""
+    """One AnomalyDetector fed the series the way the engine does without the peers: decide, then learn unless an
+    outlier."""
     det = config.new_detector()
     rows = []
     for x in series:
@@ -27,9 +28,10 @@ def _by_hand(config: PenaltyConfig, series: list[float]):
     return rows
 
 
-@pytest.mark.parametrize("config", [PenaltyConfig(readmit_after=0),
-                                    PenaltyConfig(readmit_after=0, bias_correction=False, alpha=0.1, arming=3),
-                                    PenaltyConfig(readmit_after=0, min_rel_std=0.0, threshold=2.0)])
+@pytest.mark.parametrize("config", [PenaltyConfig(readmit_after=0, peers=False),
+                                    PenaltyConfig(readmit_after=0, peers=False, bias_correction=False, alpha=0.1,
+                                                  arming=3),
+                                    PenaltyConfig(readmit_after=0, peers=False, min_rel_std=0.0, threshold=2.0)])
 def test_flags_are_the_detectors(config):
     result = decide([HEALTHY, SPIKED], config)
     for r, series in enumerate((HEALTHY, SPIKED)):
@@ -59,14 +61,22 @@ def test_clip_factor_is_phi_over_the_aggregate():
     assert decide([HEALTHY, SPIKED], PenaltyConfig(clip=False)).clip == [1.0] * len(HEALTHY)
 
 
-def test_a_rise_shared_by_both_replicas_is_readmitted_after_k_flags():
+def test_against_the_peers_the_detector_judges_g_over_the_peers_g():
+    result = decide([HEALTHY, SPIKED], PenaltyConfig())
+    for r, (mine, other) in enumerate(((HEALTHY, SPIKED), (SPIKED, HEALTHY))):
+        assert [j.judged for j in result.judged[r]] == pytest.approx([a / b for a, b in zip(mine, other)])
+
+
+def test_a_rise_shared_by_both_replicas_flags_nobody_against_the_peers_and_is_readmitted_without():
     norms = [[1.0] * 8 + [2.0] * 6, [1.0] * 8 + [2.0] * 6]
-    result = decide(norms, PenaltyConfig(readmit_after=3))
+    assert decide(norms, PenaltyConfig()).flagged(0) == decide(norms, PenaltyConfig()).flagged(1) == []
+    result = decide(norms, PenaltyConfig(readmit_after=3, peers=False))
     for r in (0, 1):
         assert result.flagged(r) == [8, 9] and result.readmitted(r) == [10]
     # a rise on one replica alone stays flagged: its peer's norm is lower
-    alone = decide([[1.0] * 14, norms[1]], PenaltyConfig(readmit_after=3))
-    assert alone.flagged(1) == list(range(8, 14)) and alone.readmitted(1) == []
+    for config in (PenaltyConfig(), PenaltyConfig(readmit_after=3, peers=False)):
+        alone = decide([[1.0] * 14, norms[1]], config)
+        assert alone.flagged(1) == list(range(8, 14)) and alone.readmitted(1) == [] and alone.flagged(0) == []
 
 
 def test_series_events_and_refusals():
@@ -111,6 +121,7 @@ def test_every_slider_changes_the_figure():
     changes("G", 1, at=5)
     changes("G", 1, size=3.0)
     changes("G", 0, noise=0.2)
+    changes("G", 1, peers=False)  # G itself instead of G over its peer's
     pg.set(event="rise-both", size=2.0, noise=0.05, min_rel_std=0.15, threshold=3.0, arming=4, alpha=0.3,
            bias_correction=True)
     before = pg.result.readmitted(1)
