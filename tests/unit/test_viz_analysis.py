@@ -200,16 +200,20 @@ def test_time_budget_rounds_reach_each_replicas_own_end(tmp_path):
     assert A.rounds_table(by_steps)["end_step"].max() == F.STEPS
 
 
-@pytest.mark.parametrize("name", ["sync-straggler", "edit-straggler"])
+@pytest.mark.parametrize("name", ["edit-straggler", "aedit-straggler"])
 def test_shipped_time_budget_rounds_hold_every_step_trained(name):
-    """Notebook 06's "local steps per round" ended EDiT at cfg.steps though it ran twice as many."""
+    """Notebook 06's "local steps per round" ended EDiT at cfg.steps though it ran twice as many. (The
+    shipped runs whose replicas trained a step count other than cfg.steps: the A-EDiT one, one replica
+    above it and one below.)"""
     from edit_lab.examples import HERE
 
     run = Run(HERE / name)
     per = run.summary["per_replica"]
-    assert run.config.time_budget > 0 and run.summary["steps"] > run.config.steps
+    assert run.config.time_budget > 0 and any(v["steps"] != run.config.steps for v in per.values())
     rt = A.rounds_table(run)
     for rep in range(run.config.replicas):
         mine = rt[rt["replica"] == rep]
         assert mine["end_step"].max() == per[str(rep)]["steps"]
-        assert mine["local_steps"].sum() == per[str(rep)]["steps"]  # every step in exactly one round
+        # every step in exactly one round, from the first round's start (0, or the end of warm-up for
+        # A-EDiT, whose rounds begin with the anchors)
+        assert mine["local_steps"].sum() == per[str(rep)]["steps"] - mine["start_step"].min()
