@@ -15,6 +15,7 @@ cannot drift apart silently.
 from __future__ import annotations
 
 import argparse
+import importlib
 import re
 import sys
 from collections.abc import Callable
@@ -56,32 +57,13 @@ def _binder_memory(results: list[dict]) -> list[str]:
     return table(results)
 
 
-def _preview_latency(results: list[dict]) -> list[str]:
-    from preview_latency import table_lines
+def _one(module: str, function: str) -> Callable[[list[dict]], list[str]]:
+    """A table drawn from one result file by `module.function(data)` (the benchmark script's own renderer)."""
+    def render(results: list[dict]) -> list[str]:
+        (data,) = results
+        return getattr(importlib.import_module(module), function)(data)
 
-    (data,) = results
-    return table_lines(data)
-
-
-def _penalty_rule(results: list[dict]) -> list[str]:
-    from penalty_rule import table_lines
-
-    (data,) = results
-    return table_lines(data)
-
-
-def _penalty_rule_verify(results: list[dict]) -> list[str]:
-    from penalty_rule import verify_lines
-
-    (data,) = results
-    return verify_lines(data)
-
-
-def _preview_vs_real(results: list[dict]) -> list[str]:
-    from preview_vs_real import table_lines
-
-    (data,) = results
-    return table_lines(data)
+    return render
 
 
 TABLES: dict[str, Table] = {
@@ -91,10 +73,10 @@ TABLES: dict[str, Table] = {
                          "aedit_loss_slow_link_step_weighting.json"), _aedit_loss),
     "engine_vs_fsdp2": Table(("engine_vs_fsdp2.json",), _engine_vs_fsdp2),
     "binder_memory": Table(("binder_memory.json",), _binder_memory),
-    "preview_vs_real": Table(("preview_vs_real.json",), _preview_vs_real),
-    "preview_latency": Table(("preview_latency.json",), _preview_latency),
-    "penalty_rule": Table(("penalty_rule.json",), _penalty_rule),
-    "penalty_rule_verify": Table(("penalty_rule.json",), _penalty_rule_verify),
+    "preview_vs_real": Table(("preview_vs_real.json",), _one("preview_vs_real", "table_lines")),
+    "preview_latency": Table(("preview_latency.json",), _one("preview_latency", "table_lines")),
+    "penalty_rule": Table(("penalty_rule.json",), _one("penalty_rule", "table_lines")),
+    "penalty_rule_verify": Table(("penalty_rule.json",), _one("penalty_rule", "verify_lines")),
 }
 
 #: README tables still typed by hand, and why (their benchmarks now write result files; the next run fills them).
