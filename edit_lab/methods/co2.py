@@ -57,7 +57,9 @@ class CO2Outer(OuterState):
 
     Why not OuterState's torch SGD: the gradient it needs, a − x̄ = Δ̄ − lr·b, depends on the buffer,
     and the authors' code means to clamp the buffer between its update and its use (the clamped buffer
-    carrying over), neither of which `torch.optim.SGD` can do. Without the clamp and with λ = 1 this is
+    carrying over), neither of which `torch.optim.SGD` can do. (As written, their `_co2_clip` calls
+    `torch.clamp` without keeping its result, so their clamp is a no-op; the lab's `co2_momentum_clip`
+    defaults to 0, off.) Without the clamp and with λ = 1 this is
     exactly torch's heavy-ball SGD (momentum μ, dampening 0, no Nesterov) fed a − x̄ with the stale mean
     endpoint x̄; `tests/unit/test_co2.py` checks that, the clamp, and a three-boundary sequence by hand.
     Everything here is local to one rank's shard: the clamp is element-wise, so unlike EDiT's norm clip
