@@ -266,10 +266,12 @@ class EDiTMethod(LocalSGDMethod):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         saved = state["detectors"]
-        if not saved or not isinstance(saved[0], list) or len(saved) != len(self.detectors):
+        if not saved or not isinstance(saved[0], list):
             # before D11 a checkpoint held only its own replica's detectors; every rank now needs every replica's
-            raise ValueError(f"the checkpoint's detectors are not one list per replica for {len(self.detectors)} "
-                             "replicas (a checkpoint from before D11 of edit-method.md cannot be resumed)")
+            raise ValueError("the checkpoint's detectors are not one list per replica (a checkpoint from before "
+                             "D11 of edit-method.md cannot be resumed)")
+        # an elastic resume: the replicas both runs have keep their history; a new replica starts its own
+        # (its detectors arm after E syncs, as at the start of a run); a replica gone takes its history along
         for per, states in zip(self.detectors, saved):
             for d, s in zip(per, states):
                 d.load_state_dict(s)
