@@ -100,6 +100,7 @@ def budget_loss_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] 
                             "◆ after the final sync; dotted: the time budget")
     fig.update_xaxes(title_text="seconds since the start", rangemode="tozero")
     fig.update_yaxes(title_text="validation loss (nats/token)")
+    keep_corner_ticks_apart(fig)  # second 0 and the lowest loss meet in the corner (they touched by 3 px)
     fig.update_layout(title=title_layout(text), template="plotly_white", height=420 + 22 * len(names),
                       autosize=True, legend=legend_below(), margin=dict(l=70, r=20, t=top_margin(text), b=40),
                       meta={"runs": names, "x": "seconds"})

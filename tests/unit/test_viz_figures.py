@@ -232,3 +232,13 @@ def test_short_run_labels_number_twins_instead_of_naming_directories(fake, no_pe
     assert short_run_labels([fake, no_penalty]) == [f"{same} #1", f"{same} #2"]
     assert short_run_labels([fake]) == [same]
     assert tick_label("sync 2×2 [01-sync-12345678]") == "sync 2×2<br>[01-sync-12345…"  # the hover has it all
+
+
+def test_the_budget_loss_figure_keeps_its_corner_ticks_apart():
+    """Second 0 on the x axis and the lowest loss on the y axis meet in the corner: the browser's
+    readability check found them overlapping by 3 px before the axes got their standoff."""
+    from edit_lab.examples import example_runs
+    from edit_lab.viz.losses import budget_loss_figure
+
+    fig = budget_loss_figure(example_runs())
+    assert fig.layout.xaxis.ticklabelstandoff >= 4 and fig.layout.yaxis.ticklabelstandoff >= 4
