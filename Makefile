@@ -49,14 +49,19 @@ lab: $(STAMP) ## start JupyterLab on notebooks/ (on 127.0.0.1, port LAB_PORT=888
 demo: $(STAMP) ## a short EDiT run from the command line
 	$(PY) -m edit_lab demo
 
+# Two pytest workers (pytest-xdist), each running whole test files, the longest first (tests/conftest.py):
+# the browser and notebook tests wait on kernels and servers much of the time. TEST_WORKERS=0 runs serially.
+TEST_WORKERS ?= 2
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+
 test: $(STAMP) ## the whole test suite
-	$(PY) -m pytest
+	$(PY) -m pytest $(XDIST)
 
 test-fast: $(STAMP) ## unit tests only
-	$(PY) -m pytest tests/unit
+	$(PY) -m pytest $(XDIST) tests/unit
 
 test-ui: $(STAMP) ## browser tests of the widgets (need chromium)
-	$(PY) -m pytest tests/ui
+	$(PY) -m pytest $(XDIST) tests/ui
 
 notebooks: $(STAMP) ## execute every notebook with its default parameters
 	$(PY) -m edit_lab.tools.run_notebooks

@@ -7,7 +7,7 @@ every method and a sweep of each slider the preview follows, on the shipped exam
 
     python benchmarks/preview_latency.py [--repeats 3] [--json preview_latency.json]
 
-The browser test (tests/ui/test_lab_ui.py) checks that the preview does follow a slider move, without
+The browser test (tests/ui/test_straggler_panel.py) checks that the preview does follow a slider move, without
 Run, with a bound that holds on a loaded machine; this benchmark holds the one-second target.
 """
 

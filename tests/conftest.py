@@ -3,8 +3,9 @@
 Put the repository root on sys.path only when ``edit_lab`` is not importable, so the
 suite also runs from a plain checkout; an installed (editable) package always wins.
 
-Each notebook is executed once per session: when the browser tests that run a notebook through
-JupyterLab are collected too (and chromium is there to run them), its papermill run is deselected.
+Each notebook is executed once per session: when the browser test that runs a notebook through
+JupyterLab is collected too (and chromium is there to run it), its papermill run is deselected.
+The longest files are put first, for `make test`'s two xdist workers (LONGEST_FIRST).
 """
 
 from __future__ import annotations
@@ -17,13 +18,33 @@ if importlib.util.find_spec("edit_lab") is None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def pytest_collection_modifyitems(config, items):
-    from tests.ui.browser import NOTEBOOKS_RUN_IN_BROWSER, find_chromium
+#: The longest test files, longest first (seconds of a fresh clone's run on 2 cores). `make test` runs pytest
+#: with two xdist workers, each taking one whole file at a time in this order (--no-loadscope-reorder):
+#: started first, they run side by side instead of leaving one worker alone with them at the end.
+LONGEST_FIRST = ("tests/ui/test_notebooks_in_browser.py",  # ~240
+                 "tests/ui/test_straggler_panel.py",  # ~140
+                 "tests/notebooks/test_notebooks.py",  # ~170
+                 "tests/install/test_binder.py",  # ~40
+                 "tests/ui/test_checks_catch_problems.py",  # ~75
+                 "tests/distributed/test_cli.py",  # ~90
+                 "tests/distributed/test_engine.py")  # ~60
 
-    in_browser = {i.nodeid.split("::")[0] for i in items if "/ui/test_lab_ui.py" in i.nodeid.replace("\\", "/")}
+
+def _file(item) -> str:
+    return item.nodeid.split("::")[0].replace("\\", "/")
+
+
+def pytest_collection_modifyitems(config, items):
+    from tests.ui.browser import RUN_IN_BROWSER_BY, find_chromium
+
+    rank = {f: i for i, f in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(_file(item), len(rank)))  # stable: the rest keep their order
+
+    files = {_file(i).rsplit("/", 1)[-1] for i in items if "/ui/" in _file(i)}
+    in_browser = {nb for f, nbs in RUN_IN_BROWSER_BY.items() if f in files for nb in nbs}
     if not in_browser or find_chromium() is None:
         return
-    stems = {name.removesuffix(".ipynb") for name in NOTEBOOKS_RUN_IN_BROWSER}
+    stems = {name.removesuffix(".ipynb") for name in in_browser}
     again = [i for i in items if "test_runs_under_papermill[" in i.nodeid
              and i.nodeid.split("[", 1)[1].rstrip("]") in stems]
     if again:

@@ -1,10 +1,12 @@
 """binder/postBuild works in a fresh virtual environment (the step Binder runs after its environment file).
 
-What Binder's conda step provides (Python and conda-forge's CPU torch with its dependencies) is stood in
-for by this test's own torch: the fresh venv sees that torch's distributions through a `.pth` file, as
-packages installed in the environment before postBuild runs. Nothing else of the test's environment is
-visible to it, so postBuild must still install the lab and every other dependency itself. Linking
-instead of `pip install torch` spares unpacking 750 MB, most of the test's time.
+What Binder's environment step provides is stood in for by this test's own packages: conda-forge's CPU
+torch and every package of binder/environment.yml's pip list, each with what it requires, are linked into
+the fresh venv through a `.pth` file, as packages installed before postBuild runs. Nothing else of the
+test's environment is visible, so the check is two-sided: postBuild must then install the lab and nothing
+else (a dependency the lab needs and environment.yml lacks would be installed here, and fail the test),
+and keep the CPU torch. Linking instead of installing spares unpacking about 1 GB of wheels and compiling
+them, which was most of the test's time.
 """
 
 from __future__ import annotations
@@ -23,22 +25,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _requirements(name: str) -> set[str]:
-    """`name` and every distribution it needs here, recursively (normalised names)."""
-    from packaging.markers import Marker
+    """`name` (a requirement string, extras allowed) and every distribution it needs here, recursively,
+    following the extras each requirement asks for (normalised names)."""
+    from packaging.requirements import Requirement
 
-    seen: set[str] = set()
-    todo = [name]
+    seen: set[tuple[str, str]] = set()
+    todo = [Requirement(name)]
     while todo:
-        key = re.sub(r"[-_.]+", "-", todo.pop()).lower()
-        if key in seen:
-            continue
-        seen.add(key)
-        for req in importlib.metadata.distribution(key).requires or []:
-            spec, _, marker = req.partition(";")
-            if marker and ("extra" in marker or not Marker(marker).evaluate()):
+        req = todo.pop()
+        key = re.sub(r"[-_.]+", "-", req.name).lower()
+        for extra in [""] + sorted(req.extras):
+            if (key, extra) in seen:
                 continue
-            todo.append(re.split(r"[ <>=!~\[(]", spec.strip())[0])
-    return seen
+            seen.add((key, extra))
+            for dep in importlib.metadata.distribution(key).requires or []:
+                dep = Requirement(dep)
+                if dep.marker is None or dep.marker.evaluate({"extra": extra}):
+                    todo.append(dep)
+    return {key for key, _ in seen}
 
 
 def provide_like_conda(venv_python: Path, names: set[str], into: Path) -> None:
@@ -59,24 +63,41 @@ def provide_like_conda(venv_python: Path, names: set[str], into: Path) -> None:
     (Path(site) / "conda-stand-in.pth").write_text(f"{into}\n")
 
 
+def environment_packages() -> set[str]:
+    """binder/environment.yml's pip packages and the torch its conda part gives, with all they need here."""
+    import yaml
+
+    spec = yaml.safe_load((ROOT / "binder" / "environment.yml").read_text())
+    pip = next(d["pip"] for d in spec["dependencies"] if isinstance(d, dict))
+    names: set[str] = set()
+    for req in ["torch", *pip]:
+        names |= _requirements(req)
+    return names - {"pip", "setuptools"}  # the venv has its own
+
+
 @pytest.mark.slow
 def test_postbuild_in_a_fresh_venv(tmp_path):
-    """A fresh venv holding only what binder/environment.yml's conda part gives (Python and a CPU torch),
-    then binder/postBuild, then the lab imports and a widget and a figure can be built."""
+    """A fresh venv holding only what binder/environment.yml gives (Python, a CPU torch, its pip list),
+    then binder/postBuild: it installs the lab alone, and the lab imports and builds a widget and a figure."""
     import torch
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"
-    # stand-in for conda-forge's pytorch-cpu: this environment's CPU torch and what it needs (not pip, setuptools:
-    # the venv has its own)
     version = torch.__version__.split("+")[0]
-    provide_like_conda(py, _requirements("torch") - {"pip", "setuptools"}, tmp_path / "conda-site-packages")
+    provided = environment_packages()
+    provide_like_conda(py, provided, tmp_path / "conda-site-packages")
     repo = tmp_path / "repo"
     shutil.copytree(ROOT, repo, ignore=shutil.ignore_patterns(".venv", ".git", "runs", "*.egg-info", "__pycache__"))
     env = dict(os.environ, PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", VIRTUAL_ENV=str(venv))
     env.pop("PYTHONPATH", None)
-    subprocess.run(["bash", "binder/postBuild"], cwd=repo, env=env, check=True, timeout=900)
+    build = subprocess.run(["bash", "binder/postBuild"], cwd=repo, env=env, capture_output=True, text=True,
+                           timeout=900)
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    installed = re.findall(r"^Successfully installed (.*)$", build.stdout, re.M)
+    added = {re.sub(r"[-_.]+", "-", n.rsplit("-", 1)[0]).lower() for n in installed[-1].split()} if installed else set()
+    assert added - {"setuptools"} == {"edit-lab"}, \
+        f"postBuild installed more than the lab: binder/environment.yml lacks what it added:\n{installed}"
     out = subprocess.run([str(py), "-c", "import edit_lab, ipywidgets, plotly.graph_objects as go, torch, jupyterlab;"
                           "from edit_lab.widgets import StragglerLab; StragglerLab();"
                           "print(torch.__version__, ipywidgets.__version__, torch.__file__)"],

@@ -35,6 +35,9 @@ VIEWPORT = {"width": 1400, "height": 1300}  # tall enough for the whole Straggle
 #: chromium is there, tests/notebooks does not execute them a second time (tests/conftest.py).
 NOTEBOOKS_RUN_IN_BROWSER = ("00_welcome.ipynb", "04_layerwise_sync_and_prefetch.ipynb",
                             "05_pseudo_gradient_penalty.ipynb", "06_stragglers_and_aedit.ipynb")
+#: Which test file of this folder runs which of them.
+RUN_IN_BROWSER_BY = {"test_notebooks_in_browser.py": NOTEBOOKS_RUN_IN_BROWSER[:3],
+                     "test_straggler_panel.py": NOTEBOOKS_RUN_IN_BROWSER[3:]}
 
 
 def find_chromium() -> str | None:

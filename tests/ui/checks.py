@@ -1,0 +1,63 @@
+"""What the browser tests check on a notebook page, shared by the test files of this folder.
+
+Split into several test files so that `make test`'s two pytest workers (xdist, one file each at a time)
+run them side by side; each file starts its own JupyterLab server and chromium (conftest.py).
+"""
+
+from __future__ import annotations
+
+from edit_lab.verdict import notebook_verdicts
+
+from .notebook_page import NotebookPage
+from .readability import VIEWPORTS, check_page
+
+# Generous: the notebooks launch real multi-process runs, and CI machines can be small and busy.
+RUN_ALL_TIMEOUT_S = 600
+PANEL_RUN_TIMEOUT_S = 300
+
+# Every text a plotly figure draws (titles, ticks, legend) and how many marks it has, as one value:
+# two states of a figure differ exactly when what the reader sees of it differs.
+_FIGURE_JS = """
+(plot) => ({
+  texts: Array.from(plot.querySelectorAll('text')).map((t) => t.textContent).filter((t) => t),
+  traces: plot.querySelectorAll('.trace').length,
+  marks: plot.querySelectorAll('.point, path.bar, .scatterlayer path.js-line').length,
+  svg: plot.querySelectorAll('.main-svg').length,
+})
+"""
+
+
+def run_all_and_check(nb: NotebookPage) -> dict:
+    """Run All Cells from the menu; no error on the page, every figure and widget the kernel sent drawn, and no
+    ✗ printed for a claim that is not a timing (`edit_lab.verdict`)."""
+    nb.screenshot("opened")
+    nb.run_all(RUN_ALL_TIMEOUT_S)
+    nb.screenshot("after-run-all")
+    errors = nb.errors_shown()
+    assert not errors, f"{nb.name} shows errors after Run All Cells:\n" + "\n".join(errors)
+    saved = nb.save()
+    problems = nb.check_rendered(saved)
+    assert not problems, f"{nb.name}: something the kernel sent is not drawn:\n{problems}\n" \
+                         f"screenshots: {[str(p) for p in nb.shots]}"
+    # every claim about the run that is not a timing holds, as under papermill (tests/notebooks)
+    crosses = [f"cell {i}: {line}" for i, ok, timing, line in notebook_verdicts(saved) if not ok and not timing]
+    assert not crosses, f"{nb.name} printed claims its own run did not show:\n" + "\n".join(crosses)
+    return saved
+
+
+def assert_readable(nb: NotebookPage) -> dict:
+    """Every figure and panel of the page readable at each viewport of `VIEWPORTS` (see readability.py)."""
+    problems, sliders = check_page(nb)
+    assert not problems, (f"{nb.name} is not readable ({len(problems)} problems; viewports {list(VIEWPORTS)}):\n"
+                          + "\n".join(f"- {p}" for p in problems)
+                          + f"\nscreenshots: {[str(p) for p in nb.shots]}")
+    return sliders
+
+
+def figure_state(plot) -> dict:
+    return plot.evaluate(_FIGURE_JS)
+
+
+def drawn_plotly_outputs(nb: NotebookPage):
+    """The plotly figures shown as cell outputs (not inside widgets), each drawn as SVG."""
+    return nb.page.locator(".jp-Cell-outputArea > .jp-OutputArea-child > .jp-RenderedPlotly:has(.main-svg)")
