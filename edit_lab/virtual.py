@@ -14,8 +14,10 @@ rank a thread of *this* process, on a clock that a cost model advances instead o
   advances the waiter's clock to it and records the wait as a real run does (`Comm._complete`).
 - **Compute advances the clock** by the cost model where the wall clock would have measured it:
   `Clock.charge` in sharding.py (each unit's forward and backward) and in `EventLog.span` (the optimizer,
-  the outer step, a validation). A straggler's pause is (k − 1) × its step's own compute, as recorded
-  (stragglers.py), and a random pause advances the clock by its length.
+  the outer step, a validation). A straggler's pause is (k − 1) × its step's own compute, which the
+  costs state (`Costs.stretched_s`: a real run's kernels, measured when calibrating), not the spans
+  recorded here: those hold the shard group's transfers folded into the calibrated per-unit compute,
+  which a real straggler does not stretch (stragglers.py). A random pause advances the clock by its length.
 
 The costs (`sim.costs.Costs`): `--clock-costs` / `--calibrate RUN_DIR` (calibrated from a real run:
 `sim.calibrate.calibrate`), a costs JSON, or by default the calibration of the shipped example
@@ -55,14 +57,26 @@ def example_dir(name: str = DEFAULT_EXAMPLE) -> Path:
     return Path(edit_lab.examples.__file__).parent / name
 
 
+#: Calibrations already computed in this process, by (run directory, its files' sizes and mtimes): calibrating
+#: the shipped example takes seconds, and every virtual run with the default costs needs it.
+_CALIBRATED: dict[tuple, Any] = {}
+
+
 def load_costs(source: str | Path) -> Any:
-    """`Costs` from a run directory (calibrated) or a costs JSON (`Costs.to_json`)."""
+    """`Costs` from a run directory (calibrated; each directory once per process while its files are unchanged)
+    or a costs JSON (`Costs.to_json`). The caller gets its own copy."""
+    import copy
+
     from .sim.calibrate import calibrate
     from .sim.costs import Costs
 
     path = Path(source)
     if path.is_dir():
-        return calibrate(path)
+        key = (str(path.resolve()), tuple(sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns)
+                                                 for f in path.iterdir() if f.is_file())))
+        if key not in _CALIBRATED:
+            _CALIBRATED[key] = calibrate(path)
+        return copy.deepcopy(_CALIBRATED[key])
     return Costs.from_dict(json.loads(path.read_text()))
 
 
@@ -414,6 +428,21 @@ _VirtualComm: type | None = None
 
 
 # ------------------------------------------------------------------------------------------- a run
+def costed_stragglers(cfg: RunConfig, costs: Any) -> Any:
+    """cfg's `StragglerModel`, stretching the step's own compute as the costs state it (`Costs.stretched_s`).
+
+    On this clock a unit's compute span is its calibrated cost, which includes the shard group's unhidden
+    transfers, and the optimizer span is the whole rest of a step; a real straggler stretches its kernels
+    only (`Costs.own_compute_s`, measured so by calibration). The simulator pauses the same."""
+    from .stragglers import StragglerModel
+
+    class CostedStragglers(StragglerModel):
+        def delay(self, step: int, replica: int, compute_s: float) -> tuple[float, str | None]:
+            return super().delay(step, replica, costs.stretched_s)
+
+    return CostedStragglers.from_config(cfg)
+
+
 class _BarProgress(ProgressFile):
     """Rank 0's progress file, and the caller's tqdm bar (None: no bar) moved with it."""
 
@@ -450,6 +479,7 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
         mesh = Mesh(rank, cfg.world_size, cfg.shards, cfg.replicas, None, None)
         trainer = Trainer(cfg, mesh, torch.device("cpu"), fabric.clocks[rank],
                           comm_factory=lambda log: VirtualComm(mesh, log, fabric))
+        trainer.stragglers = costed_stragglers(cfg, costs)
         try:
             trainer.run(progress if rank == 0 else None)
             full = trainer.engine.full_state_dict(trainer.method.eval_shards())  # a shard-group collective

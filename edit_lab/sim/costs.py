@@ -24,7 +24,8 @@ class Costs:
     - `other_s`: the rest of a step: data, gradient clipping, the inner optimizer, bookkeeping;
     - `own_compute_s`: the replica's own kernels in one step (forward, backward, inner optimizer; no
       collective, no wait): what a consistent straggler stretches (`stragglers.OWN_COMPUTE_KINDS`);
-      0 for typed-in costs, where it is taken as `compute_s` (no shard-group transfer is folded in);
+      0 for typed-in costs, where it is taken as `step_s` (no shard-group transfer is folded in, and
+      `other_s` is what the virtual clock charges to the optimizer span, which a straggler stretches);
     - `clock_s`: one replica-clock exchange (time budgets, A-EDiT's timer; a shard-group all-reduce);
     - `eval_s`: one validation; `outer_step_s[u]`: one unit's outer step; `shard_exchange_s`: a small
       shard-group exchange inside a sync (EDiT's norms, each unit's clip norm).
@@ -80,8 +81,10 @@ class Costs:
 
     @property
     def stretched_s(self) -> float:
-        """What a consistent straggler's pause is a multiple of: the step's own compute (see `own_compute_s`)."""
-        return self.own_compute_s or self.compute_s
+        """What a consistent straggler's pause is a multiple of: the step's own compute (see `own_compute_s`).
+
+        The simulator and the virtual clock both pause (k − 1) × this, so they agree on every cost."""
+        return self.own_compute_s or self.step_s
 
     @property
     def step_s(self) -> float:

@@ -3,7 +3,8 @@
 Each replica is a Python generator (its program, `programs.py`) that yields requests and gets answers:
 
     Work(kind, seconds)          the replica computes (or spins): its clock moves on
-    Local(kind, seconds)         a blocking shard-group exchange (inside the replica: a fixed cost)
+    Local(kind, seconds)         a blocking shard-group exchange (inside the replica: a fixed cost; none
+                                 with one shard, where `Comm` exchanges nothing)
     Issue(kind, nbytes, payload) a sync-group collective; the answer is a Handle
     Wait(handle)                 block until the collective is complete; the answer is every replica's payload
     Now()                        the replica's clock
@@ -243,6 +244,8 @@ class Engine:
                 if req.seconds > 0:
                     self.add(st, req.kind, t0, st.t, unit=req.unit, **req.data)
             elif isinstance(req, Local):
+                if self.S == 1:  # a group of one exchanges nothing: `Comm` returns at once, unrecorded
+                    continue
                 t0 = st.t
                 st.t += max(req.seconds, 0.0)
                 self.add(st, req.kind, t0, st.t, unit=req.unit, group="shard", overlapped=False,

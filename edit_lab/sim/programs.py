@@ -4,7 +4,9 @@ This mirrors `worker.Trainer.run`/`train_step` and the hooks of `edit_lab/method
 (same names, same order, same sync-group collectives with the same kinds and sizes), with every
 tensor operation replaced by its cost. When a method changes *when* it talks to the other replicas,
 this file changes with it; `tests/unit/test_simulate.py` checks the collectives' kinds and counts
-against the methods' schedules.
+against the methods' schedules, and `tests/unit/test_sim_matches_virtual.py` checks every rank's
+collectives and every step's end against the virtual clock, which runs the methods' own code on the
+same costs (`crosscheck.py`): they agree to float rounding.
 
 - sync: every step, the gradient shards of every unit are all-reduced (asynchronously, then waited for);
 - post_local_sgd / diloco: W synchronous steps, then the whole model synced every τ steps, blocking,
@@ -58,11 +60,11 @@ class ReplicaProgram:
         self.coarse = False  # one forward and one backward span per step where no unit hook runs (no events kept)
 
     # ------------------------------------------------------------------ sync-group helpers
-    def exchange(self, kind: str, nbytes: int, payload: Any) -> Gen:
+    def exchange(self, kind: str, nbytes: int, payload: Any, unit: int | None = None) -> Gen:
         """A blocking sync-group collective; returns every replica's payload (none with one replica)."""
         if self.R == 1:
             return [payload]
-        return (yield Issue(kind, nbytes, payload=payload, blocking=True))
+        return (yield Issue(kind, nbytes, unit=unit, payload=payload, blocking=True))
 
     def replica_clock(self) -> Gen:
         t = yield Now()
@@ -91,8 +93,7 @@ class ReplicaProgram:
         budget, every_s = cfg.time_budget, cfg.eval_every_s
         next_eval = every_s if every_s > 0 else math.inf
         step = 0
-        while True:
-            yield Step(step)
+        while True:  # the loop top's exchanges still belong to the previous step, as `log.step` says in a run
             t = (yield from self.replica_clock()) if (budget or every_s) else 0.0
             if budget:
                 if (yield from self.stop_here(step, t >= budget)):
@@ -114,21 +115,38 @@ class ReplicaProgram:
 
     def train_step(self, step: int) -> Gen:
         c = self.costs
+        yield Step(step)
         yield from self.begin_step(step)
         if self.coarse and not self.unit_hooks():  # the same times, two requests instead of two per unit
             yield Work("compute_fwd", sum(c.fwd_s))
             yield Work("compute_bwd", sum(c.bwd_s))
         else:
-            for u in range(self.U):
-                yield from self.pre_unit(u)
-                yield Work("compute_fwd", c.fwd_s[u], unit=u)
-            for u in reversed(range(self.U)):
-                yield Work("compute_bwd", c.bwd_s[u], unit=u)
+            yield from self.forward()
+            yield from self.backward()
         yield from self.after_backward(step)
         yield Work("optimizer", c.other_s)
         yield from self.straggle(step, c.stretched_s)
         yield from self.after_optimizer(step)
         yield Row({"kind": "train", "step": step, "tokens": self.tokens})
+
+    def forward(self) -> Gen:
+        """`ShardedModel.forward`: the root unit's embedding half, each block after its `pre_unit` hook, then
+        the root's head half (so a block's sync waits on the embedding only, not on the head)."""
+        c = self.costs
+        yield from self.pre_unit(0)
+        yield Work("compute_fwd", c.fwd_s[0] / 2, unit=0, data={"part": "embed"})
+        for u in range(1, self.U):
+            yield from self.pre_unit(u)
+            yield Work("compute_fwd", c.fwd_s[u], unit=u)
+        yield Work("compute_fwd", c.fwd_s[0] / 2, unit=0, data={"part": "head"})
+
+    def backward(self) -> Gen:
+        """`ShardedModel.backward`: the head half, the blocks last to first, the embedding half."""
+        c = self.costs
+        yield Work("compute_bwd", c.bwd_s[0] / 2, unit=0, data={"part": "head"})
+        for u in reversed(range(1, self.U)):
+            yield Work("compute_bwd", c.bwd_s[u], unit=u)
+        yield Work("compute_bwd", c.bwd_s[0] / 2, unit=0, data={"part": "embed"})
 
     def straggle(self, step: int, compute_s: float) -> Gen:
         """`StragglerModel.delay`: (k − 1) × the step's own compute for a slow replica (no collective, no
@@ -242,7 +260,7 @@ class LocalSGDProgram(ReplicaProgram):
 class PostLocalSGDProgram(LocalSGDProgram):
     def sync_between_steps(self, step: int) -> Gen:
         for u in range(self.U):
-            yield from self.exchange("param_average", self.costs.unit_bytes[u], None)
+            yield from self.exchange("param_average", self.costs.unit_bytes[u], None, unit=u)
         self.sync_finished(step)
 
 

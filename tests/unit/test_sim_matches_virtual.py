@@ -1,0 +1,138 @@
+"""The preview simulator against the virtual clock: every method, a matrix of configurations, the same costs.
+
+`sim/programs.py` is a time-only copy of every method; the virtual clock runs the methods' own code
+(`virtual.py`). Issue 24, item 5: keep the copy, but check it against the virtual clock, so that the
+preview cannot drift from the methods unnoticed. For each method of the registry (EDiT with and without
+prefetch) and each configuration below, one tiny virtual run (nano, seq_len 32, batch 4, 8 steps, on the
+virtual clock's default costs: the shipped example's calibration scaled to the mesh, `virtual.costs_for`)
+and the simulator on those very costs must give (`sim/crosscheck.py`):
+
+(a) per rank, the same ordered sequence of cross-replica collectives: (step, kind, group, unit, bytes);
+(b) the same timeline: each collective's issue and completion, each step's end per replica, the run's
+    end and `wall_s`, within 1 % of the run's length (the issue's bound), and in fact to float rounding
+    (measured: at most about 1e-15 of the run; a departure below 1 % is still a departure, and the ones
+    this test found were: the root unit's forward split around the blocks, a group of one shard
+    exchanging nothing, a straggler's pause, the loop-top exchanges' step; see `programs.py`).
+
+Both sides are deterministic, so nothing here depends on this machine's speed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from edit_lab import launch
+from edit_lab.registry import METHODS, capabilities
+from edit_lab.run import Run
+from edit_lab.sim.crosscheck import compare, steps_per_replica
+from edit_lab.sim.programs import PROGRAMS
+from tests.helpers import small
+
+TIMELINE_TOL = 0.01  # issue 24: the same timeline within 1 % of the run's length
+MEASURED_TOL = 1e-9  # what the two actually agree to (float rounding), relative to the run's length
+
+STRAGGLER = dict(straggler_replicas=(1,), straggler_factor=2.0)
+SLOW_LINK = dict(link_latency_ms=5.0, link_bandwidth_mb_s=50.0)
+PAUSES = dict(random_pause_prob=0.3, random_pause_ms=20.0)
+
+#: Every method of the registry; a layer-wise syncing method (EDiT) also without prefetch.
+VARIANTS: dict[str, dict[str, Any]] = {m: dict(method=m) for m in METHODS}
+VARIANTS["edit-noprefetch"] = dict(method="edit", prefetch=False)
+
+#: Step-count runs: the two meshes (shards x replicas), tau 2 and 4, each a kind of slowness.
+CONFIGS: dict[str, dict[str, Any]] = {
+    "1x2-tau2-plain": dict(shards=1, sync_interval=2, eval_every=4),
+    "2x2-tau4-straggler": dict(shards=2, sync_interval=4, **STRAGGLER),
+    "2x2-tau2-slow-link": dict(shards=2, sync_interval=2, **SLOW_LINK),
+    "1x2-tau4-random-pauses": dict(shards=1, sync_interval=4, **PAUSES),
+}
+
+#: Time-budget runs (edit-method.md §12): the stop checks, budget meetings, A-EDiT's timer and meetings.
+BUDGETS: dict[str, dict[str, Any]] = {
+    "aedit-2x2-straggler-timed-eval": dict(method="aedit", shards=2, sync_period=0.08, eval_every_s=0.15,
+                                           **STRAGGLER),
+    "aedit-1x2-slow-link-pauses": dict(method="aedit", shards=1, sync_period=0.05, **SLOW_LINK, **PAUSES),
+    "edit-1x2-straggler-slow-link": dict(method="edit", shards=1, sync_interval=4, **STRAGGLER, **SLOW_LINK),
+    "sync-2x2-pauses": dict(method="sync", shards=2, **PAUSES),
+}
+
+
+@pytest.fixture(scope="module")
+def costs_files(tmp_path_factory) -> dict[int, str]:
+    """Per number of shards, the virtual clock's default costs (the shipped example's calibration, scaled to
+    the mesh: `virtual.costs_for`) as a costs JSON: calibrating the example takes seconds, loading this none."""
+    from edit_lab.virtual import costs_for
+
+    root = tmp_path_factory.mktemp("costs")
+    files = {}
+    for shards in (1, 2):
+        path = root / f"costs-{shards}-shards.json"
+        path.write_text(costs_for(small(clock="virtual", shards=shards, replicas=2)).to_json())
+        files[shards] = str(path)
+    return files
+
+
+@pytest.fixture
+def virtual_run(tmp_path, costs_files):
+    """Makes a tiny run on the virtual clock, on the default costs for its mesh."""
+    def make(**kw: Any) -> Run:
+        kw = {**dict(replicas=2, steps=8, warmup_steps=2), **kw}
+        return launch(small(clock="virtual", out=str(tmp_path / "run"), clock_costs=costs_files[kw["shards"]], **kw))
+    return make
+
+
+def assert_agree(run: Run) -> None:
+    """(a) the same collectives per rank, (b) the same timeline: what this file is about."""
+    check = compare(run)
+    assert check.same_collectives, check.first_difference()
+    assert all(len(v) for v, _ in check.sequences.values()), "every rank syncs with the other replica"
+    virt_steps, sim_steps = steps_per_replica(run, check.prediction)
+    assert virt_steps == sim_steps
+    assert check.timeline_error <= TIMELINE_TOL, check.worst_time()
+    assert check.timeline_error <= MEASURED_TOL, check.worst_time()
+
+
+def test_every_registered_method_has_a_program_and_is_checked():
+    """The method list is the registry's: a method added there without a time-only program fails here."""
+    assert set(PROGRAMS) == set(METHODS)
+    assert {v["method"] for v in VARIANTS.values()} == set(METHODS)
+    both = {v["method"] for v in VARIANTS.values() if v.get("prefetch") is False}
+    assert both == {"edit"} and capabilities("edit").layerwise_sync
+    # 6 methods and EDiT without prefetch, in 4 configurations each; 4 time-budget cases
+    assert (len(VARIANTS), len(CONFIGS), len(BUDGETS)) == (7, 4, 4)
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_simulator_matches_the_virtual_clock(virtual_run, variant, config):
+    assert_agree(virtual_run(**VARIANTS[variant], **CONFIGS[config]))
+
+
+@pytest.mark.parametrize("case", BUDGETS)
+def test_simulator_matches_the_virtual_clock_under_a_time_budget(virtual_run, case):
+    run = virtual_run(time_budget=0.4, **BUDGETS[case])
+    assert_agree(run)
+    if "straggler_replicas" in BUDGETS[case] and run.config.method == "aedit":  # the fast replica ran ahead
+        steps = run.summary["per_replica"]
+        assert steps["0"]["steps"] > steps["1"]["steps"]
+
+
+def test_a_departure_shows(virtual_run):
+    """The check is not blind: the same virtual run against costs whose sync collectives take 1 ms more.
+
+    DiLoCo, 1 shard x 2 replicas, W = 2, tau = 2, 8 steps: two warm-up steps of 3 gradient all-reduces served
+    one after the other (3 ms later each), then syncs after steps 3, 5 and 7 (1 ms each): 9 ms later."""
+    import dataclasses
+
+    from edit_lab.virtual import costs_for
+
+    run = virtual_run(method="diloco", shards=1, sync_interval=2)
+    costs = costs_for(run.config)
+    check = compare(run, dataclasses.replace(costs, sync_latency_s=costs.sync_latency_s + 1e-3))
+    assert check.same_collectives and [len(v) for v, _ in check.sequences.values()] == [9, 9]
+    virt, sim = check.times["train_end_s"]
+    assert sim - virt == pytest.approx(9e-3, abs=1e-12)
+    assert check.timeline_error == pytest.approx(9e-3 / virt, rel=1e-9)
+    assert compare(run).timeline_error <= MEASURED_TOL  # on its own costs, the same run agrees
