@@ -321,3 +321,67 @@ def slow_link_witness(runs: dict[str, Run], letter: str) -> Verdict:
     return larger(f"run {letter}'s slow link held up every replica: each waited longer than any replica of the "
                   f"other runs", mine, rest, names=(f"run {letter}'s least", "the others' most"), unit="s", digits=2,
                   why_not="the link was fast enough to wait less than a straggler's peers")
+
+
+# ------------------------------------------------------------------------------------ the virtual clock (06)
+# On the virtual clock (edit_lab/virtual.py) time is a cost model's: no rank shares a core, no step varies, so
+# nothing here is a timing of this machine. The same config and seed give the same numbers on any machine.
+def seeds_of(runs: Sequence[Run]) -> list[int]:
+    return [int(r.config.seed) for r in runs]
+
+
+def seed_table(runs: dict[str, Sequence[Run]]) -> pd.DataFrame:
+    """Per method, over its seeds (one run each, all for the same time budget): the validation loss of the agreed
+    model at the budget and the tokens/s (mean and spread = max − min), then the first seed's steps per replica,
+    capacity bound and share of it (on the virtual clock the same in every seed: `same_steps_every_seed`)."""
+    rows = []
+    for name, rs in runs.items():
+        vals = [final(r) for r in rs]
+        tps = [float(r.summary["tokens_per_s"]) for r in rs]
+        total, cap, _ = share_of_bound(rs[0])
+        rows.append({"method": name, "seeds": len(rs), "val loss mean": statistics.mean(vals),
+                     "val loss spread": max(vals) - min(vals), "tokens/s mean": statistics.mean(tps),
+                     "tokens/s spread": max(tps) - min(tps), "steps per replica": steps_of(rs[0]),
+                     "capacity bound tokens/s": cap, "share of the bound": total / cap if cap > 0 else float("nan")})
+    return pd.DataFrame(rows).set_index("method")
+
+
+def share_of_bound(run: Run) -> tuple[float, float, float]:
+    """(Σ replicas' tokens/s, the capacity bound, the slow replica's own pace) after warm-up, one table read."""
+    rt = replica_table(run, from_step=run.config.warmup_steps)
+    return float(rt["tokens_per_s"].sum()), float(rt["own_tokens_per_s"].sum()), float(rt["own_tokens_per_s"].iloc[-1])
+
+
+def more_tokens_every_seed(aedit: Sequence[Run], edit: Sequence[Run]) -> Verdict:
+    """In the same virtual seconds A-EDiT trains more tokens than EDiT, seed by seed: its fast replicas' waits
+    became steps. On the virtual clock no rank lends a core to another, so this is the schedule's doing alone."""
+    pairs = [(int(a.summary["tokens"]), int(e.summary["tokens"])) for a, e in zip(aedit, edit)]
+    shown = "; ".join(f"seed {s}: {a:,} against {e:,}" for s, (a, e) in zip(seeds_of(aedit), pairs))
+    return verdict("A-EDiT trains more tokens than EDiT at equal virtual time in every seed",
+                   len(pairs) > 0 and all(a > e for a, e in pairs), f"tokens trained, A-EDiT against EDiT, {shown}",
+                   why_not=SHORT)
+
+
+def same_steps_every_seed(runs: dict[str, Sequence[Run]]) -> Verdict:
+    """On the virtual clock a step costs what the cost model says whatever the data: every seed of a method
+    trains the same steps on every replica, and only the loss moves with the seed."""
+    differ = [name for name, rs in runs.items() if any(steps_of(r) != steps_of(rs[0]) for r in rs)]
+    return verdict("on the virtual clock every seed of a method trains the same steps per replica", not differ,
+                   "; ".join(f"{n} {steps_of(rs[0])}" for n, rs in runs.items()) + (
+                       f" (differ: {', '.join(differ)})" if differ else ""),
+                   why_not="a step whose cost depends on the data (random pauses are seeded per seed)")
+
+
+def slow_pace_stays(edit: Run, aedit: Run, tolerance: float = 0.05) -> Verdict:
+    """On the virtual clock a replica's pace is the cost model's, not a share of cores: the slow replica keeps its
+    own pace under A-EDiT (within `tolerance` of EDiT's), where on 2 × 2 on two cores it computes slower because
+    nobody waits and so nobody lends it a core (`bound_moves`). The capacity bound, the sum of the own paces, is
+    shown beside it."""
+    _, b0, slow0 = share_of_bound(edit)
+    _, b1, slow1 = share_of_bound(aedit)
+    return verdict("on the virtual clock the slow replica keeps its own pace under A-EDiT (no core to lend or borrow)",
+                   abs(slow1 / slow0 - 1) <= tolerance,
+                   f"its own pace under EDiT {slow0:,.0f}, under A-EDiT {slow1:,.0f} tokens/s "
+                   f"({slow1 / slow0 - 1:+.0%}); "
+                   f"the capacity bound {b0:,.0f} and {b1:,.0f} tokens/s ({b1 / b0 - 1:+.0%})",
+                   why_not="a cost the virtual clock charges by schedule (a sync's own compute) counted in its pace")

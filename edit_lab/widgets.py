@@ -6,7 +6,10 @@
   redraws a simulated run (edit_lab/sim) on every change, no Run needed;
   **Run** launches a real run (progress bar included), then sets the preview beside its measurement and
   draws its timeline, the straggler and loss figures (against the previous runs, so two presses compare
-  two methods) and the penalty decisions.
+  two methods) and the penalty decisions. The *clock* switch picks where that run is timed: on this
+  machine (one worker process per rank, the default) or on the virtual clock (`clock="virtual"`, every
+  rank a thread of this process, time from a cost model: edit_lab/virtual.py), whose runs say "virtual
+  clock" and their cost profile in the status line, in their labels and in every figure's title.
 - `TimelineExplorer(run)`: the timeline of an existing run with a step range, a rank selection and
   an alignment (own steps, or by time for A-EDiT), plus the hidden/exposed split of those steps.
 
@@ -37,6 +40,7 @@ from .presets import default_lab_config, panel_time_budget
 from .run import Run
 from .rundir import PROGRESS, read_progress
 from .sim.lab import LabPreview, Shown
+from .virtual import DEFAULT_EXAMPLE as DEFAULT_COSTS
 from .viz.layout import empty_figure, short_run_labels
 from .viz.losses import loss_figure
 from .viz.penalty import penalty_figure
@@ -44,6 +48,8 @@ from .viz.rounds import rounds_figure
 from .viz.stragglers import straggler_figure
 from .viz.timeline import default_align, timeline_figure
 
+CLOCKS = (("this machine", "wall"), ("virtual", "virtual"))  # the panel's clock switch: RunConfig.clock
+VIRTUAL = "virtual clock"  # what a virtual run's labels and titles say
 BANDWIDTHS = (("unlimited", 0.0), ("1000 MB/s", 1000.0), ("100 MB/s", 100.0), ("20 MB/s", 20.0),
               ("5 MB/s", 5.0), ("1 MB/s", 1.0))
 FIGURES = ("preview", "timeline", "stragglers", "rounds", "loss", "penalty")  # preview: PreviewTab
@@ -70,6 +76,65 @@ def failure_html(e: BaseException, limit: int = 600) -> str:
     if len(text) > limit:
         text = "…" + text[-limit:]
     return f"<b>failed</b>: <pre style='white-space: pre-wrap; margin: 0'>{html.escape(text)}</pre>"
+
+
+def is_virtual(run: RunLike) -> bool:
+    """Whether `run` was timed by the virtual clock's cost model rather than by this machine."""
+    return as_run(run).config.clock == "virtual"
+
+
+def cost_profile(source: str | None) -> str:
+    """A virtual run's cost source (summary.json's `clock_costs`, `RunConfig.clock_costs`) as a reader wants it:
+    a run directory or a costs file named by its last part (a path says where a checkout lies, not which costs:
+    'calibrated from run edit-straggler', 'costs file gpu.json'), the rest (what was scaled) kept as written."""
+    if not source:
+        return f"the default: calibrated from the shipped example run {DEFAULT_COSTS}"
+    head, sep, rest = source.partition(" (")
+    if "/" not in head and "\\" not in head and not head.endswith(".json"):
+        return source  # a sentence (typed-in costs)
+    name = head.rstrip("/\\").replace("\\", "/").split("/")[-1]
+    examples = "/edit_lab/examples/" in head.replace("\\", "/") + "/"
+    what = (f"costs file {name}" if name.endswith(".json") else
+            f"calibrated from the shipped example run {name}" if examples else f"calibrated from run {name}")
+    return f"{what}{sep}{rest}"
+
+
+def clock_note(run: RunLike) -> str:
+    """'virtual clock, costs <profile>' for a virtual run, '' for one timed on this machine: said wherever the
+    run's numbers are shown, since a virtual second is the cost model's, not this machine's."""
+    r = as_run(run)
+    if not is_virtual(r):
+        return ""
+    return f"{VIRTUAL}, costs {cost_profile(r.summary.get('clock_costs') or r.config.clock_costs)}"
+
+
+def clock_labels(runs: Sequence[RunLike], labels: Sequence[str]) -> list[str]:
+    """`labels` with ', virtual clock' added to each virtual run's, so a comparison of real and virtual runs
+    never reads as one clock."""
+    return [f"{label}, {VIRTUAL}" if is_virtual(r) else label for r, label in zip(runs, labels)]
+
+
+def mark_clock(fig: go.Figure, runs: Sequence[RunLike]) -> go.Figure:
+    """`fig` (a figure of `runs`) with a subtitle line under its heading naming the virtual clock and the cost
+    profile of the virtual runs among `runs` (unchanged when there are none); the top margin grows with it."""
+    from .viz.layout import SUBTITLE_CHARS, top_margin, wrap
+
+    virtual = [r for r in runs if is_virtual(r)]
+    if not virtual:
+        return fig
+    profiles = "; ".join(dict.fromkeys(clock_note(r).removeprefix(f"{VIRTUAL}, costs ") for r in virtual))
+    note = f"{VIRTUAL}: time from a cost model, not this machine (costs {profiles})"
+    if len(virtual) < len(runs):
+        note = (f"runs marked '{VIRTUAL}' are timed by a cost model, not this machine (costs {profiles}); the others "
+                f"by this machine")
+    sub = "<sup>" + wrap(note, SUBTITLE_CHARS).replace("<br>", "</sup><br><sup>") + "</sup>"
+    title = fig.layout.title.text or ""
+    head, sep, rest = title.partition("<br><sup>")  # under the heading, above the figure's own subtitle
+    text = f"{head}<br>{sub}" + (f"{sep}{rest}" if sep else "")
+    added = sub.count("<sup>")
+    t = fig.layout.margin.t
+    fig.update_layout(title_text=text, margin_t=(t + 17 * added) if t is not None else top_margin(text))
+    return fig
 
 
 class FigurePane(W.Output):
@@ -129,18 +194,34 @@ class PreviewTab(LabPreview):
         self._show(self.predicted())
 
     def after_run(self, run: Run) -> None:
-        """Show the preview of the run just made beside its measurement, then calibrate from it."""
+        """Show the preview of the run just made beside its measurement, then calibrate from it (a virtual run's
+        measurement is the cost model's: the figure says so)."""
         shown = self.measured(run)
         if shown is not None:
-            self._show(shown)
+            fig, table = shown
+            if is_virtual(run):
+                fig.update_layout(title_text=(fig.layout.title.text or "").replace("the real run", "the virtual run"))
+                fig = mark_clock(fig, [run])
+            self._show((fig, table))
 
     def _show(self, shown: Shown) -> None:
         fig, self.table.value = shown
         self.show(fig)
 
 
+def run_summary(run: Run) -> str:
+    """The status line after a run: throughput, loss and length, and for a virtual run its clock and costs
+    (its seconds are the cost model's)."""
+    s = run.summary
+    note = clock_note(run)
+    line = (f"{run.config.method}: {s.get('tokens_per_s', 0):.0f} tokens/s, final train loss "
+            f"{s.get('final_train_loss', float('nan')):.3f}, {s.get('wall_s', 0):.1f} {'virtual s' if note else 's'}")
+    return f"{line} ({html.escape(note)})" if note else line
+
+
 class StragglerLab:
-    """Launch real runs with stragglers and a slow link, and see what each method makes of them."""
+    """Launch runs (real, or on the virtual clock) with stragglers and a slow link, and see what each method
+    makes of them."""
 
     def __init__(self, base: RunConfig | None = None, out_dir: str | Path | None = None,
                  initial: RunLike | Sequence[RunLike] | None = None, keep: int = 4,
@@ -200,18 +281,28 @@ class StragglerLab:
         self.time_budget = W.FloatSlider(value=budget, min=0.0, max=max(60.0, budget), step=1.0,
                                          description="time budget (s)", style=style, layout=layout,
                                          tooltip="0: train `steps` steps; > 0: train for this many seconds")
+        # where Run's run is timed: this machine (a process per rank) or the virtual clock (threads, a cost model)
+        self.clock = W.ToggleButtons(options=CLOCKS, value=b.clock if b.clock in dict(CLOCKS).values() else "wall",
+                                     description="clock", style={"description_width": "40px", "button_width": "100px"},
+                                     layout=W.Layout(width="300px"),
+                                     tooltips=["a real run: one worker process per rank, timed by this machine",
+                                               "the same run in this process, every rank a thread, timed by a cost "
+                                               "model (the virtual clock): no core contention, the same on any "
+                                               "machine"])
         self.button = W.Button(description="Run", button_style="primary", icon="play",
-                               tooltip="launch a real run with these settings")
+                               tooltip="launch a run with these settings (on the chosen clock)")
         self.progress = W.IntProgress(value=0, min=0, max=b.steps, description="",
                                       layout=W.Layout(width="200px", min_width="120px"))
         self.status = W.HTML(value="press Run to launch a real run" if not self.history
                              else f"showing {len(self.history)} earlier run(s); press Run to launch a new one",
                              layout=W.Layout(flex="1 1 300px", min_width="0"))
         self.button.on_click(lambda _b: self._on_click())
+        self.clock.observe(lambda _change: self._clock_chosen(), names="value")
         self.method.observe(lambda change: self._method_chosen(change["new"]), names="value")
         self.figures: dict[str, go.Figure] = {}
         self.figure_widgets: dict[str, FigurePane] = {name: FigurePane() for name in FIGURES}
-        self.preview = PreviewTab(self.base, self.config, [self.last_run, *self.history[::-1]], self.controls(),
+        previewed = {n: w for n, w in self.controls().items() if n != "clock"}  # the preview simulates either clock
+        self.preview = PreviewTab(self.base, self.config, [self.last_run, *self.history[::-1]], previewed,
                                   self.figure_widgets["preview"], show=lambda fig: self._set("preview", fig))
         self.tabs = W.Tab(children=[self.preview.box if n == "preview" else self.figure_widgets[n] for n in FIGURES],
                           titles=list(FIGURES),
@@ -224,7 +315,7 @@ class StragglerLab:
             W.VBox([self.bandwidth, self.latency_ms, self.penalty_anomaly, self.penalty_weighting,
                     self.penalty_clip], **column),
         ], layout=W.Layout(flex_flow="row wrap", width="100%", overflow="visible"))
-        run_row = W.HBox([self.button, self.progress, self.status],
+        run_row = W.HBox([self.clock, self.button, self.progress, self.status],
                          layout=W.Layout(flex_flow="row wrap", width="100%", align_items="center"))
         self.widget = W.VBox([controls, run_row, self.tabs], layout=W.Layout(width="100%"))
         if self.history:
@@ -238,7 +329,7 @@ class StragglerLab:
         """Every control by name (the names `set()` accepts)."""
         names = ("method", "steps", "time_budget", "sync_interval", "sync_period", "prefetch", "slow_factor",
                  "pause_prob", "pause_ms",
-                 "bandwidth", "latency_ms", "penalty_anomaly", "penalty_weighting", "penalty_clip")
+                 "bandwidth", "latency_ms", "penalty_anomaly", "penalty_weighting", "penalty_clip", "clock")
         return {n: getattr(self, n) for n in names}
 
     def set(self, **values: Any) -> "StragglerLab":
@@ -247,7 +338,7 @@ class StragglerLab:
         return self
 
     def config(self) -> RunConfig:
-        """The RunConfig the controls describe (the slow replica is the last one)."""
+        """The RunConfig the controls describe (the slow replica is the last one; `clock`: the switch's)."""
         b = self.base
         slow = self.slow_factor.value > 1.0
         return b.replace(
@@ -258,8 +349,16 @@ class StragglerLab:
             random_pause_prob=float(self.pause_prob.value), random_pause_ms=float(self.pause_ms.value),
             link_bandwidth_mb_s=float(self.bandwidth.value), link_latency_ms=float(self.latency_ms.value),
             penalty_anomaly=bool(self.penalty_anomaly.value), penalty_weighting=bool(self.penalty_weighting.value),
-            penalty_clip=bool(self.penalty_clip.value), progress=False,
+            penalty_clip=bool(self.penalty_clip.value), progress=False, clock=str(self.clock.value),
         )
+
+    def _clock_chosen(self) -> None:
+        """Say on the status line what Run will do now (nothing runs: only a press of Run launches)."""
+        if self.button.disabled:
+            return
+        where = ("on the virtual clock: every rank a thread of this process, time from a cost model"
+                 if self.clock.value == "virtual" else "on this machine: one worker process per rank")
+        self.status.value = f"press Run to launch a run {where}"
 
     def _method_chosen(self, method: str) -> None:
         """A-EDiT chosen with no time budget: give it one (the slider moves, so the reader sees it)."""
@@ -267,7 +366,10 @@ class StragglerLab:
 
     # ------------------------------------------------------------ running
     def run(self) -> Run:
-        """Launch a real run with the current settings, following its progress, then redraw. Raises on failure."""
+        """Launch a run with the current settings on the chosen clock, following its progress, then redraw.
+
+        Either clock goes through `self.launcher` (`launch`, which runs a virtual config in this process), so an
+        injected launcher sees the config with its `clock`. Raises on failure."""
         self._count += 1
         cfg = self.config()
         out = self.out_dir / f"{self._count:02d}-{cfg.method}-{int(time.time() * 1e3) % 10**8}"
@@ -276,8 +378,11 @@ class StragglerLab:
         self.button.disabled = True
         total, _ = cfg.progress_total()
         self.progress.max, self.progress.value, self.progress.bar_style = total, 0, "info"
-        length = f"{cfg.time_budget:g} s" if cfg.time_budget else f"{cfg.steps} steps"
-        self.status.value = f"running {cfg.method} {cfg.shards}×{cfg.replicas} for {length}…"
+        unit = "virtual s" if cfg.clock == "virtual" else "s"
+        length = f"{cfg.time_budget:g} {unit}" if cfg.time_budget else f"{cfg.steps} steps"
+        where = (f" on the {VIRTUAL} (in this process, every rank a thread; costs {cost_profile(cfg.clock_costs)})"
+                 if cfg.clock == "virtual" else "")
+        self.status.value = f"running {cfg.method} {cfg.shards}×{cfg.replicas} for {length}{where}…"
         # The run itself stays on this thread, so an interrupt (the notebook's stop button) reaches the
         # launcher, which then ends every worker; a helper thread only follows the progress file.
         done = threading.Event()
@@ -298,9 +403,7 @@ class StragglerLab:
         self.last_run = run
         self.draw()
         self.preview.after_run(run)
-        s = run.summary
-        self.status.value = (f"{run.config.method}: {s.get('tokens_per_s', 0):.0f} tokens/s, final train loss "
-                             f"{s.get('final_train_loss', float('nan')):.3f}, {s.get('wall_s', 0):.1f} s")
+        self.status.value = run_summary(run)
         return run
 
     def click(self) -> None:
@@ -324,16 +427,18 @@ class StragglerLab:
 
     # ------------------------------------------------------------ drawing
     def draw(self) -> None:
-        """Redraw every figure from the latest run and the kept history."""
+        """Redraw every figure from the latest run and the kept history (a virtual run's labels and every title
+        over one say so: `clock_labels`, `mark_clock`)."""
         last = self.last_run
         if last is None:
             return
-        self._set("timeline", timeline_figure(last, steps=sync_window(last)))
-        labels = short_run_labels(self.history)  # two presses with the same settings: '#1', '#2'
-        self._set("stragglers", straggler_figure(self.history, labels=labels))
-        self._set("rounds", rounds_figure(self.history[-ROUNDS_SHOWN:], labels=labels[-ROUNDS_SHOWN:]))
-        self._set("loss", loss_figure(self.history, labels=labels))
-        self._set("penalty", penalty_figure(last))
+        runs, shown = self.history, self.history[-ROUNDS_SHOWN:]
+        self._set("timeline", mark_clock(timeline_figure(last, steps=sync_window(last)), [last]))
+        labels = clock_labels(runs, short_run_labels(runs))  # two presses with the same settings: '#1', '#2'
+        self._set("stragglers", mark_clock(straggler_figure(runs, labels=labels), runs))
+        self._set("rounds", mark_clock(rounds_figure(shown, labels=labels[-ROUNDS_SHOWN:]), shown))
+        self._set("loss", mark_clock(loss_figure(runs, labels=labels), runs))
+        self._set("penalty", mark_clock(penalty_figure(last), [last]))
 
     def _set(self, name: str, fig: go.Figure) -> None:
         self.figures[name] = fig

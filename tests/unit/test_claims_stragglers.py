@@ -140,3 +140,33 @@ def test_the_capstones_witnesses_on_the_shipped_mysteries():
         if kind == "slow_link":
             assert cs.slow_link_witness(runs, letter).ok
             assert not cs.slow_link_witness(runs, next(x for x in runs if x != letter)).ok
+
+
+# ---------------------------------------------------------------- the virtual clock's race (06, part 1)
+def test_the_virtual_race_claims_are_no_timings(examples):
+    """The virtual clock's claims are the schedule's, so none is a timing; on the shipped 2 × 2 runs (recorded on
+    two cores) the slow replica's own pace moves with the method, which the virtual clock's claim rules out."""
+    edit, aedit, sync = examples["edit"], examples["aedit"], examples["sync"]
+    v = cs.more_tokens_every_seed([aedit], [edit])
+    assert not v.timing and v.ok == (aedit.summary["tokens"] > edit.summary["tokens"])
+    assert f"{aedit.summary['tokens']:,}" in v.numbers and "seed 0" in v.numbers
+    assert not cs.more_tokens_every_seed([], []).ok  # no seeds: nothing shown
+    same = cs.same_steps_every_seed({"edit": [edit, edit], "aedit": [aedit]})
+    assert same.ok and not same.timing
+    differ = cs.same_steps_every_seed({"mixed": [edit, sync]})
+    assert differ.ok == (cs.steps_of(edit) == cs.steps_of(sync)) and (differ.ok or "differ: mixed" in differ.numbers)
+    pace = cs.slow_pace_stays(edit, aedit)
+    slow = [cs.share_of_bound(r)[2] for r in (edit, aedit)]
+    assert not pace.timing and pace.ok == (abs(slow[1] / slow[0] - 1) <= 0.05)
+    assert not pace.ok  # on two cores the slow replica computed slower under A-EDiT (part 0)
+    assert cs.share_of_bound(edit)[1] == pytest.approx(cs.bound(edit))
+
+
+def test_seed_table_means_and_spreads(examples):
+    edit, aedit = examples["edit"], examples["aedit"]
+    t = cs.seed_table({"edit": [edit, edit], "aedit": [aedit]})
+    assert list(t.index) == ["edit", "aedit"] and t.loc["edit", "seeds"] == 2
+    assert t.loc["edit", "val loss mean"] == pytest.approx(edit.summary["final_val_loss"])
+    assert t.loc["edit", "val loss spread"] == 0 and t.loc["edit", "tokens/s spread"] == 0
+    assert t.loc["aedit", "steps per replica"] == cs.steps_of(aedit)
+    assert 0 < t.loc["aedit", "share of the bound"] <= 1.0 + 1e-9
