@@ -154,8 +154,9 @@ def serve() -> None:
                 continue
             requests, eof = _lines(0, buf)
             for request in requests:
-                if _thread_count() != 1:
-                    _send(1, {"error": f"the fork server runs {_thread_count()} threads; it forks only single-threaded"})
+                threads = _thread_count()
+                if threads != 1:
+                    _send(1, {"error": f"the fork server runs {threads} threads; it forks only single-threaded"})
                     continue
                 pid = os.fork()
                 if pid == 0:
