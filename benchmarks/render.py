@@ -66,6 +66,16 @@ def _one(module: str, function: str) -> Callable[[list[dict]], list[str]]:
     return render
 
 
+def _stragglers(part: str) -> Callable[[list[dict]], list[str]]:
+    def render(results: list[dict]) -> list[str]:
+        from stragglers import table_lines
+
+        (data,) = results
+        return table_lines(data, part)
+
+    return render
+
+
 TABLES: dict[str, Table] = {
     "aedit_loss": Table(("aedit_loss.json", "aedit_loss_step_weighting.json", "aedit_loss_no_softmax.json",
                          "aedit_loss_weight_per_step.json", "aedit_loss_period5.json", "aedit_loss_period20.json",
@@ -77,6 +87,8 @@ TABLES: dict[str, Table] = {
     "preview_latency": Table(("preview_latency.json",), _one("preview_latency", "table_lines")),
     "penalty_rule": Table(("penalty_rule.json",), _one("penalty_rule", "table_lines")),
     "penalty_rule_verify": Table(("penalty_rule.json",), _one("penalty_rule", "verify_lines")),
+    **{f"stragglers_{part.replace(':', '_')}": Table(("stragglers.json",), _stragglers(part))
+       for part in ("throughput:2x2", "throughput:1x4", "in_run", "loss", "timings")},
 }
 
 #: README tables still typed by hand, and why (their benchmarks now write result files; the next run fills them).
@@ -84,7 +96,6 @@ UNRENDERED = {
     "edit_overlap": "deep model, 44 steps × 3 methods and a 600-step loss part: too long to re-run on a shared machine",
     "penalty_defaults": "a selection of rows of a replay; benchmarks/results/penalty_defaults.json predates it",
     "penalty": "measured with the detector defaults before D10; re-running changes what the section describes",
-    "stragglers": "2 meshes × 3 scenarios × 6 runs × repeats: too long to re-run on a shared machine",
     "notebooks": "timings of `make notebooks`, not a benchmark script",
 }
 

@@ -145,6 +145,57 @@ def scenario(name: str, base: RunConfig, extra: dict, out: str, repeats: int) ->
             "whole_bound": statistics.median(whole["bound"])}
 
 
+def _median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def table_lines(data: dict, part: str = "all") -> list[str]:
+    """The README's straggler tables from a result file: per mesh, throughput against the capacity bound
+    (`part` "throughput:MESH"), then every mesh side by side: the in-run efficiency ("in_run"), the validation
+    loss at equal wall-clock time ("loss") and the calibration and two timings ("timings"); "all": every one,
+    separated by blank lines."""
+    if part == "all":
+        parts = [f"throughput:{mesh}" for mesh in data["meshes"]] + ["in_run", "loss", "timings"]
+        return [line for p in parts for line in table_lines(data, p) + [""]][:-1]
+    methods, meshes = data["methods"], data["meshes"]
+    lines: list[str] = []
+    if part.startswith("throughput:"):
+        mesh = part.split(":", 1)[1]
+        r = meshes[mesh]
+        sc = r["scenarios"]
+        tput = {name: {m: _median(v) for m, v in sc[name]["per_repeat"].items()} for name in ("clean", "consistent", "random")}
+        repeats = len(sc["clean"]["per_repeat"][methods[0]])
+        lines += [f"| {mesh}: method (medians of {repeats}) | no stragglers tok/s | 1 replica 2× slower: tok/s | "
+                  "% of capacity bound | random pauses: tok/s | % of no-straggler | % of its bound |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        c, k, q = tput["clean"], tput["consistent"], tput["random"]
+        for m in methods:
+            lines.append(f"| {m} | {c[m]:.0f} | {k[m]:.0f} | {k[m] / k['bound']:.0%} | {q[m]:.0f} | {q[m] / c[m]:.0%} | "
+                         f"{q[m] / q['bound']:.0%} |")
+        return lines + [f"| capacity bound | {c['bound']:.0f} | {k['bound']:.0f} | 100% | {q['bound']:.0f} | "
+                        f"{q['bound'] / c['bound']:.0%} | 100% |"]
+    label = {"clean": "clean", "consistent": "2× straggler", "random": "random pauses"}
+    if part in ("in_run", "loss"):
+        names = ("clean", "consistent", "random") if part == "in_run" else ("consistent", "random")
+        cols = [(mesh, n, meshes[mesh]["scenarios"][n]) for mesh in meshes for n in names]
+        if part == "in_run":
+            corner, cell = "in-run share of the bound", lambda sc, m: f"{_median(sc['in_run_per_repeat'][m]):.0%}"
+            heads = [f"{mesh} {label[n]}" for mesh, n, _ in cols]
+        else:
+            corner, cell = "val loss at equal wall-clock time", lambda sc, m: f"{sc['val_loss_at_equal_time'][m]:.4f}"
+            heads = [f"{mesh} {label[n]} ({sc['equal_time_s']:.0f} s)" for mesh, n, sc in cols]
+        lines += [f"| {corner} | " + " | ".join(heads) + " |", "|---|" + "---:|" * len(cols)]
+        return lines + [f"| {m} | " + " | ".join(cell(sc, m) for _, _, sc in cols) + " |" for m in methods]
+    if part == "timings":
+        lines += ["| mesh | sync step | A-EDiT period | A-EDiT fast steps per slow step | random pauses beyond plan |",
+                  "|---|---:|---:|---:|---:|"]
+        for mesh, r in meshes.items():
+            lines.append(f"| {mesh} | {1e3 * r['step_s']:.0f} ms | {1e3 * r['sync_period_s']:.0f} ms | "
+                         f"{r['aedit_steps_ratio']:.2f} | {100 * r['random_pause_overshoot']:+.1f}% |")
+        return lines
+    raise ValueError(f"unknown part {part!r}: throughput:MESH, in_run, loss, timings or all")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="tiny")
@@ -173,33 +224,11 @@ def main() -> int:
         consistent = scenario("consistent", base, dict(straggler_replicas=(1,), straggler_factor=2.0), out, a.repeats)
         random_ = scenario("random", base, dict(random_pause_prob=0.1, random_pause_ms=5e3 * s), out, a.repeats)
 
-        print("| method | no stragglers tok/s | 1 replica 2× slower: tok/s | % of capacity bound | "
-              "random pauses: tok/s | % of no-straggler | % of its bound |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
-        for m in METHODS:
-            c0, c1, c2 = (sc["tput"][m] for sc in (clean, consistent, random_))
-            print(f"| {m} | {c0:.0f} | {c1:.0f} | {c1 / consistent['bound']:.0%} | {c2:.0f} | {c2 / c0:.0%} | "
-                  f"{c2 / random_['bound']:.0%} |")
-        print(f"| capacity bound | {clean['bound']:.0f} | {consistent['bound']:.0f} | 100% | {random_['bound']:.0f} | "
-              f"{random_['bound'] / clean['bound']:.0%} | 100% |")
-
-        print("\n| method | in-run: no stragglers | in-run: 1 replica 2× slower | in-run: random pauses | "
-              "% of capacity bound, per repeat |")
-        print("|---|---:|---:|---:|---:|")
-        for m in METHODS:
-            reps = ", ".join(f"{t / b:.0%}" for t, b in zip(consistent["per_repeat"][m], consistent["per_repeat"]["bound"]))
-            print(f"| {m} | {clean['in_run'][m]:.0%} | {consistent['in_run'][m]:.0%} | {random_['in_run'][m]:.0%} | "
-                  f"{reps} |")
         print(f"\nWhole runs, warm-up included (summary.json), 1 replica 2× slower: "
               + ", ".join(f"{m} {consistent['whole'][m] / consistent['whole_bound']:.0%}" for m in METHODS)
               + " of the bound's whole run")
-        print("\n| method | val loss at equal time, 1 replica 2× slower | val loss at equal time, random pauses |")
-        print("|---|---:|---:|")
         t1 = min(max(m["t"] for m in r.metrics if m["kind"] == "eval") for r in consistent["runs"].values())
         t2 = min(max(m["t"] for m in r.metrics if m["kind"] == "eval") for r in random_["runs"].values())
-        for m in METHODS:
-            print(f"| {m} | {loss_at(consistent['runs'][m], t1):.4f} | {loss_at(random_['runs'][m], t2):.4f} |")
-        print(f"(at {t1:.1f} s and {t2:.1f} s of wall clock)", flush=True)
         ratio = aedit_steps_ratio(consistent["runs"]["aedit"])
         overshoot = statistics.median(pause_overshoot(r) for r in random_["runs"].values())
         print(f"A-EDiT, 1 replica 2× slower: the fast replica trained {ratio:.2f} local steps per slow one, per round "
@@ -210,6 +239,9 @@ def main() -> int:
             | {"val_loss_at_equal_time": {m: loss_at(sc["runs"][m], t) for m in METHODS}, "equal_time_s": t}
             for name, sc, t in (("consistent", consistent, t1), ("random", random_, t2))}
             | {"clean": {k: clean[k] for k in ("per_repeat", "in_run_per_repeat", "whole_per_repeat")}}}
+        print("\n".join(table_lines({"methods": list(METHODS), "meshes": {mesh: result[mesh]}}, f"throughput:{mesh}")),
+              flush=True)
+    print("\n" + "\n".join(table_lines({"methods": list(METHODS), "meshes": result}, "all")))
     print(f"\ncommand: python benchmarks/stragglers.py --steps {a.steps} --tau {a.tau} --repeats {a.repeats} --model {a.model} "
           f"--meshes {a.meshes}")
     if a.json:

@@ -68,3 +68,34 @@ def test_a_result_file_records_its_provenance_without_host_or_paths(tmp_path):
 ])
 def test_absolute_paths_in_a_command_line_are_not_recorded(arg, portable):
     assert results_io.portable_arg(arg) == portable
+
+
+def test_the_straggler_tables_state_what_their_labels_say():
+    """stragglers.table_lines on a hand-built result: medians over repeats, shares of the scenario's own bound."""
+    import stragglers
+
+    def scenario(tput: dict, in_run: float, loss: float | None = None) -> dict:
+        out = {"per_repeat": {m: list(v) for m, v in tput.items()},
+               "in_run_per_repeat": {m: [in_run] for m in ("edit", "aedit")},
+               "whole_per_repeat": {m: [0.0] for m in tput}}
+        if loss is not None:
+            out |= {"val_loss_at_equal_time": {"edit": loss, "aedit": loss - 0.1}, "equal_time_s": 12.0}
+        return out
+
+    data = {"methods": ["edit", "aedit"], "meshes": {"1x4": {
+        "step_s": 0.5, "sync_period_s": 8.0, "aedit_steps_ratio": 1.9, "random_pause_overshoot": 0.02,
+        "scenarios": {"clean": scenario({"edit": [100, 300, 200], "aedit": [200] * 3, "bound": [400] * 3}, 0.9),
+                      "consistent": scenario({"edit": [150] * 3, "aedit": [270] * 3, "bound": [300] * 3}, 0.8, 2.5),
+                      "random": scenario({"edit": [50] * 3, "aedit": [100] * 3, "bound": [125] * 3}, 0.7, 3.0)}}}}
+    throughput = stragglers.table_lines(data, "throughput:1x4")
+    assert "medians of 3" in throughput[0]
+    # edit: median 200 clean; 150 = 50% of the straggler run's bound 300; 50 = 25% of 200, 40% of the bound 125
+    assert throughput[2] == "| edit | 200 | 150 | 50% | 50 | 25% | 40% |"
+    assert throughput[3] == "| aedit | 200 | 270 | 90% | 100 | 50% | 80% |"
+    assert throughput[4] == "| capacity bound | 400 | 300 | 100% | 125 | 31% | 100% |"
+    assert stragglers.table_lines(data, "in_run")[2] == "| edit | 90% | 80% | 70% |"
+    loss = stragglers.table_lines(data, "loss")
+    assert "(12 s)" in loss[0] and loss[3] == "| aedit | 2.4000 | 2.9000 |"
+    assert stragglers.table_lines(data, "timings")[2] == "| 1x4 | 500 ms | 8000 ms | 1.90 | +2.0% |"
+    with pytest.raises(ValueError, match="unknown part"):
+        stragglers.table_lines(data, "nope")
