@@ -87,16 +87,16 @@ def test_co2_lags_and_the_loss_ranking(tmp_path):
 def test_the_paper_box_labels_whose_numbers_each_row_holds(tmp_path):
     rows = [{"mesh": "2x2", "straggler": "consistent", "method": m, "seed": s, "val": v + 0.01 * s}
             for m, v in (("sync", 2.0), ("edit", 2.1)) for s in range(3)]
-    (tmp_path / "aedit_loss.json").write_text(json.dumps({"runs": rows + [
+    (tmp_path / "aedit_loss_raw_weights.json").write_text(json.dumps({"runs": rows + [
         {"mesh": "2x2", "straggler": "consistent", "method": "aedit", "seed": s, "val": 2.05} for s in range(3)]}))
-    (tmp_path / "aedit_loss_weight_per_step.json").write_text(json.dumps({"runs": [
+    (tmp_path / "aedit_loss.json").write_text(json.dumps({"runs": rows + [
         {"mesh": "2x2", "straggler": "consistent", "method": "aedit", "seed": s, "val": 1.9} for s in range(3)]}))
     here = {"aedit": _summary_final(make_fake_run(tmp_path / "a"), 2.5),
             "edit": _summary_final(make_fake_run(tmp_path / "e"), 2.6)}
     box = cs.paper_box(here, 10.0, "1×2", root=tmp_path)
     assert list(box.index) == ["the paper's (Cheng et al., ICLR 2025)", "this run's (1×2, 10 s, one seed)",
                                "the benchmark's, lab defaults (2×2 on 2 cores, 20 s, 3 seeds)",
-                               "the benchmark's, the paper's weights (raw softmax, no step weighting)"]
+                               "the benchmark's, the paper's weights (raw softmax, no step weighting; an earlier measurement)"]
     assert box.iloc[1, 0] == "0.100 nats lower (2.500 against 2.600)" and box.iloc[1, 1] == "not run"
     assert box.iloc[2, 0] == "0.210 nats lower on average (lower in 3 of 3 seeds)"
     assert box.iloc[3, 1] == "0.040 nats higher on average (lower in 0 of 3 seeds)"
