@@ -42,20 +42,21 @@ def late_losses(run: Run) -> dict[int, float]:
 
 
 def link_bandwidth_mb_s(run: Run) -> float:
-    """The link's rate from one rank's sync all-reduces: within a sync the link carries the units back to
-    back, so consecutive completions are latency + bytes / bandwidth apart (median over the syncs)."""
+    """The link's rate from one rank's sync all-reduces, as a bound that load cannot push up: within a sync the
+    link carries the units one at a time, so from the first unit's issue to the last one's completion it spent
+    at least n·latency + Σ bytes / bandwidth. Anything else in that span (compute between units, a late peer,
+    a rank that noticed a completion late on a busy machine) only lengthens it, so each sync gives a rate at
+    most the link's; the largest over the syncs is the closest (one with the link busy throughout)."""
     by_step: dict[int, list[dict[str, Any]]] = {}
     for e in run.events:
         if e["kind"] == "sync_reduce" and e["rank"] == 0:
             by_step.setdefault(e["step"], []).append(e)
     rates = []
     for evs in by_step.values():
-        evs.sort(key=lambda e: e["t1"])
-        gaps = [(b["bytes"], b["t1"] - a["t1"] - LINK_LATENCY_MS / 1e3) for a, b in zip(evs, evs[1:])]
-        if gaps and sum(g for _, g in gaps) > 0:
-            rates.append(sum(n for n, _ in gaps) / sum(g for _, g in gaps) / 1e6)
-    rates.sort()
-    return rates[len(rates) // 2] if rates else math.inf
+        span = max(e["t1"] for e in evs) - min(e["t0"] for e in evs) - len(evs) * LINK_LATENCY_MS / 1e3
+        if span > 0:
+            rates.append(sum(e["bytes"] for e in evs) / span / 1e6)
+    return max(rates) if rates else math.inf
 
 
 def nearest(value: float, options: tuple[float, ...]) -> float:
