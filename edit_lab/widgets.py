@@ -284,7 +284,7 @@ class StragglerLab:
         # where Run's run is timed: this machine (a process per rank) or the virtual clock (threads, a cost model)
         self.clock = W.ToggleButtons(options=CLOCKS, value=b.clock if b.clock in dict(CLOCKS).values() else "wall",
                                      description="clock", style={"description_width": "40px", "button_width": "118px"},
-                                     layout=W.Layout(width="auto", flex="0 0 auto"),  # both labels whole, one line
+                                     layout=W.Layout(width="330px", flex="0 0 auto"),  # both labels whole (118 px each)
                                      tooltips=["a real run: one worker process per rank, timed by this machine",
                                                "the same run in this process, every rank a thread, timed by a cost "
                                                "model (the virtual clock): no core contention, the same on any "
