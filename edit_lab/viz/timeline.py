@@ -282,10 +282,12 @@ def _decorate(fig: go.Figure, r: Any, lanes: dict[int, float], events: list[dict
     sync_steps = {int(s["step"]) for s in r.syncs if s.get("kind") == "sync"}
     who = f" (rank {ref_rank})" if window is not None and len(lanes) > 1 else ""
     if 0 < len(starts) <= 40:
-        for s, t in sorted(starts.items()):
+        # every other label one line lower: a short step puts two labels closer than their width
+        for i, (s, t) in enumerate(sorted(starts.items())):
             fig.add_vline(x=t, line=dict(color="#999999", width=1, dash="dot"),
                           annotation=dict(text=f"step {s}" + (" · sync" if s in sync_steps else "") + who,
-                                          font=dict(size=10), textangle=0), annotation_position="top right")
+                                          font=dict(size=10), textangle=0, yshift=-13 * (i % 2)),
+                          annotation_position="top right")
     hidden_pct = 100 * totals["hidden_s"] / totals["total_s"] if totals["total_s"] > 0 else 0.0
     head = title or f"Timeline of {run_label(r)}, {span}"
     sub = (f"time with communication in flight {totals['total_s'] * 1e3:.1f} ms (summed over ranks): "
