@@ -95,14 +95,17 @@ def test_the_loss_fell_from_about_ln_256(fake, tmp_path):
     assert not claims.loss_fell(write_run(tmp_path / "far", cfg, metrics=train_rows([9.0, 4.0, 3.0]))).ok  # not ln 256
 
 
-def test_never_hidden_and_hides_more(fake):
+def test_never_hidden_whole_kinds_and_one_unit(fake):
     # step 0's gradient all-reduce starts after the last backward compute: nothing hides it
     v = claims.never_hidden(fake, "grad_all_reduce", 0)
     assert v.ok and v.numbers == "rank 0, steps 0: 0.00 ms hidden of 90.0 ms"
     assert not claims.never_hidden(fake, "reduce_scatter", 1).ok  # each travels 5 ms under a backward compute
     assert not claims.never_hidden(fake, "co2_reduce").ok  # a kind the run never issued is no evidence
-    more = claims.hides_more(fake, "reduce_scatter", "all_gather", (1, 2))
-    assert more.ok and more.timing and more.numbers == "25% of reduce_scatter hidden against 0% of all_gather"
+    root = claims.never_hidden(fake, "all_gather", 1, unit=0)  # blocking: the rank waits, nothing computes
+    assert root.ok and not root.timing and root.numbers == "rank 0, steps 1: 0.00 ms hidden of 10.0 ms"
+    assert root.claim == "nothing computes while unit 0's all_gather travels: none of it is hidden"
+    assert not claims.never_hidden(fake, "reduce_scatter", 1, unit=0).ok  # 5 ms of it under a backward
+    assert not claims.never_hidden(fake, "all_gather", 1, unit=7).ok  # a unit the model does not have
 
 
 def local_sgd_run(path: Path, method: str, steps: int, warmup: int, tau: int, sync_steps: list[int]) -> Run:
@@ -181,7 +184,19 @@ def test_blocked_time_against_the_pauses_before_the_last_step(fake):
     v = claims.blocked_about_pause(fake)
     blocked = float(replica_table(fake).set_index("replica").loc[0, "blocked_s"])
     assert v.timing and v.ok == (abs(blocked - F.STRAGGLE) <= 0.35 * F.STRAGGLE)  # the pause of step 2 (< STEPS − 1)
-    assert v.numbers.startswith(f"{blocked:.2f} s against {F.STRAGGLE:.2f} s of pauses")
+    assert v.numbers.startswith(f"{blocked:.3f} s against {F.STRAGGLE:.3f} s of pauses")
+    beyond = claims.blocked_about_pause(fake, base=fake)  # beyond itself: nothing added, against a pause
+    assert not beyond.ok and beyond.numbers.startswith(f"0.000 s against {F.STRAGGLE:.3f} s")
+    assert beyond.claim == "replica 0's blocked time beyond the baseline's is about replica 1's pauses"
+    assert claims.straggler_pauses_s(fake) == pytest.approx(F.STRAGGLE)
+
+
+def test_on_the_virtual_clock_the_blocked_time_is_no_timing(fake, tmp_path):
+    virtual = Path(shutil.copytree(fake.path, tmp_path / "virtual"))
+    cfg = json.loads((virtual / "config.json").read_text())
+    (virtual / "config.json").write_text(json.dumps({**cfg, "clock": "virtual"}))
+    v = claims.blocked_about_pause(Run(virtual))
+    assert not v.timing and v.numbers == claims.blocked_about_pause(fake).numbers
 
 
 def test_capacity_share_and_slowdown_ratio(fake, tmp_path):

@@ -75,13 +75,32 @@ def test_the_validation_loss_falls_over_the_budget(tmp_path):
     assert not cs.falls_over_the_budget(Run(tmp_path / "fake"), "CO2").ok
 
 
-def test_co2_lags_and_the_loss_ranking(tmp_path):
+def _with_syncs(run_dir: Path, syncs: list[dict]) -> Run:
+    (run_dir / "syncs.jsonl").write_text("".join(json.dumps(x) + "\n" for x in syncs))
+    return Run(run_dir)
+
+
+def test_co2_lags_one_round_read_from_its_sync_records(tmp_path):
+    anchor = {"kind": "anchor", "step": 2}
+    late = [{"kind": "sync", "step": 6}, {"kind": "sync", "step": 10, "applied_round": 6},
+            {"kind": "co2_landing", "step": 14, "applied_round": 10}, {"kind": "sync", "step": 14, "applied_round": 10},
+            {"kind": "sync", "step": 16, "final": True, "applied_round": 14}]
+    v = cs.co2_lags(_with_syncs(make_fake_run(tmp_path / "late"), [anchor] + late))
+    assert v.ok and not v.timing and v.numbers == "3 of 3 syncs after the first applied the round before"
+    at_once = [{"kind": "sync", "step": 6, "applied_round": 6}, {"kind": "sync", "step": 10, "applied_round": 10}]
+    v = cs.co2_lags(_with_syncs(make_fake_run(tmp_path / "at-once"), [anchor] + at_once))
+    assert not v.ok and v.numbers == "0 of 1 syncs after the first applied the round before; the first applied round 6"
+    skipped = [{"kind": "sync", "step": 6}, {"kind": "sync", "step": 10, "applied_round": 2}]  # lags two rounds
+    assert not cs.co2_lags(_with_syncs(make_fake_run(tmp_path / "two"), [anchor] + skipped)).ok
+    assert not cs.co2_lags(_with_syncs(make_fake_run(tmp_path / "none"), [anchor])).ok  # no sync is no evidence
+
+
+def test_the_loss_ranking(tmp_path):
     co2 = _summary_final(make_fake_run(tmp_path / "co2"), 3.2)
     edit = _summary_final(make_fake_run(tmp_path / "edit"), 3.1)
-    sync = _summary_final(make_fake_run(tmp_path / "sync"), 3.3)
-    assert cs.co2_lags(co2, {"EDiT": edit}).ok and not cs.co2_lags(co2, {"EDiT": edit, "sync": sync}).ok
     v = cs.lower_loss(edit, co2, ("EDiT", "CO2"))
     assert v.ok and v.timing and "3.100" in v.numbers
+    assert not cs.lower_loss(co2, edit, ("CO2", "EDiT")).ok
 
 
 def test_the_paper_box_labels_whose_numbers_each_row_holds(tmp_path):
