@@ -69,9 +69,10 @@ notebooks: $(STAMP) ## execute every notebook with its default parameters
 bench: $(STAMP) ## run every CPU benchmark (results in benchmarks/results/)
 	$(PY) benchmarks/run_all.py
 
-tables: $(STAMP) ## print the README's tables from benchmarks/results/ and check the README against them
+tables: $(STAMP) ## render docs/benchmarks.md's tables from benchmarks/results/ and check the page against them
 	$(PY) benchmarks/render.py
-	$(PY) benchmarks/render.py --check README.md
+	$(PY) benchmarks/render.py --update docs/benchmarks.md
+	$(PY) benchmarks/render.py --check docs/benchmarks.md
 
 clean: ## remove runs/ and caches (keeps the venv)
 	rm -rf runs/ .pytest_cache/ build/ dist/

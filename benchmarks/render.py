@@ -1,15 +1,16 @@
-"""Every README table that a result file backs, rendered from `benchmarks/results/`.
+"""Every benchmark table that a result file backs, rendered from `benchmarks/results/`.
 
-    python benchmarks/render.py                  # print each table (markdown) under its name
-    python benchmarks/render.py aedit_loss       # one table
-    python benchmarks/render.py --check README.md    # exit 1 when a marked README table differs
-    python benchmarks/render.py --update README.md   # rewrite the marked tables in place
+    python benchmarks/render.py                               # print each table (markdown) under its name
+    python benchmarks/render.py aedit_loss                    # one table
+    python benchmarks/render.py --check docs/benchmarks.md    # exit 1 when a marked table differs
+    python benchmarks/render.py --update docs/benchmarks.md   # rewrite the marked tables in place
 
-In the README a rendered table follows a marker line `<!-- rendered: NAME -->` (NAME a key of `TABLES`);
-the table is the block of `|` lines right after it. A table without a marker is typed by hand: its
-section says which measurement it comes from and why there is no result file for it (`UNRENDERED`).
-The check is a unit test (tests/unit/test_benchmark_tables.py), so a README figure and its result file
-cannot drift apart silently.
+The tables live in docs/benchmarks.md (`PAGES`: the pages that may hold marked tables; the README
+links to it). In such a page a rendered table follows a marker line `<!-- rendered: NAME -->` (NAME a
+key of `TABLES`); the table is the block of `|` lines right after it. A table without a marker is typed
+by hand: its section says which measurement it comes from and why there is no result file for it
+(`UNRENDERED`). The check is a unit test (tests/unit/test_benchmark_tables.py), so a published figure
+and its result file cannot drift apart silently.
 """
 
 from __future__ import annotations
@@ -27,12 +28,15 @@ sys.path.insert(0, str(HERE))
 
 from results_io import RESULTS, read_result  # noqa: E402
 
+#: The pages whose marked tables `make tables` and the unit test check: the benchmarks page first.
+PAGES = (HERE.parent / "docs" / "benchmarks.md", HERE.parent / "README.md")
+
 MARKER = re.compile(r"^<!-- rendered: ([a-z0-9_]+) -->\s*$")
 
 
 @dataclass(frozen=True)
 class Table:
-    """One README table: the result files it is made of (in the README's row order) and how."""
+    """One published table: the result files it is made of (in the table's row order) and how."""
 
     files: tuple[str, ...]
     render: Callable[[list[dict]], list[str]]
@@ -91,7 +95,7 @@ TABLES: dict[str, Table] = {
        for part in ("throughput:2x2", "throughput:1x4", "in_run", "loss", "timings")},
 }
 
-#: README tables still typed by hand, and why (their benchmarks now write result files; the next run fills them).
+#: docs/benchmarks.md tables still typed by hand, and why (their benchmarks now write result files; the next run fills them).
 UNRENDERED = {
     "edit_overlap": "deep model, 44 steps × 3 methods and a 600-step loss part: too long to re-run on a shared machine",
     "penalty_defaults": "a selection of rows of a replay; benchmarks/results/penalty_defaults.json predates it",
@@ -122,13 +126,13 @@ def marked_tables(text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-def check(readme: Path) -> list[str]:
-    """One line per marked table of `readme` that is not what its result files render (empty: all equal)."""
-    lines = readme.read_text().splitlines()
+def check(page: Path) -> list[str]:
+    """One line per marked table of `page` that is not what its result files render (empty: all equal)."""
+    lines = page.read_text().splitlines()
     problems = []
-    for name, start, end in marked_tables(readme.read_text()):
+    for name, start, end in marked_tables(page.read_text()):
         if name not in TABLES:
-            problems.append(f"{readme.name}: unknown table {name!r} (known: {', '.join(TABLES)})")
+            problems.append(f"{page.name}: unknown table {name!r} (known: {', '.join(TABLES)})")
             continue
         try:
             want = render(name)
@@ -137,31 +141,31 @@ def check(readme: Path) -> list[str]:
             continue
         have = lines[start:end]
         if have != want:
-            diff = [f"  line {start + 1 + k}: README {h!r}\n    rendered {w!r}"
+            diff = [f"  line {start + 1 + k}: {page.name} {h!r}\n    rendered {w!r}"
                     for k, (h, w) in enumerate(zip(have, want)) if h != w][:3]
-            count = f" ({len(have)} rows in the README, {len(want)} rendered)" if len(have) != len(want) else ""
-            problems.append(f"{readme.name}: table {name!r} differs from its result files{count}\n" + "\n".join(diff))
+            count = f" ({len(have)} rows in {page.name}, {len(want)} rendered)" if len(have) != len(want) else ""
+            problems.append(f"{page.name}: table {name!r} differs from its result files{count}\n" + "\n".join(diff))
     return problems
 
 
-def update(readme: Path) -> int:
-    """Rewrite every marked table of `readme` from its result files; returns how many changed."""
-    lines = readme.read_text().splitlines()
+def update(page: Path) -> int:
+    """Rewrite every marked table of `page` from its result files; returns how many changed."""
+    lines = page.read_text().splitlines()
     changed = 0
-    for name, start, end in reversed(marked_tables(readme.read_text())):
+    for name, start, end in reversed(marked_tables(page.read_text())):
         want = render(name)
         if lines[start:end] != want:
             lines[start:end] = want
             changed += 1
-    readme.write_text("\n".join(lines) + "\n")
+    page.write_text("\n".join(lines) + "\n")
     return changed
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("names", nargs="*", metavar="NAME", help=f"tables: {', '.join(TABLES)} (default: all)")
-    ap.add_argument("--check", type=Path, metavar="README", help="compare the README's marked tables")
-    ap.add_argument("--update", type=Path, metavar="README", help="rewrite the README's marked tables")
+    ap.add_argument("--check", type=Path, metavar="FILE", help="compare FILE's marked tables (docs/benchmarks.md)")
+    ap.add_argument("--update", type=Path, metavar="FILE", help="rewrite FILE's marked tables in place")
     args = ap.parse_args(argv)
     unknown = [n for n in args.names if n not in TABLES]
     if unknown:

@@ -86,10 +86,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     if args.write_config:
         cfg.validate()
-        if cfg.out:  # the torchrun run will write there: the same refusal as a run started here
-            from .outdir import check
+        if cfg.out:  # the torchrun run will write there: the same refusal as a run started here, and with
+            from .outdir import claim  # --overwrite the same clearing of the old run's files
 
-            check(Path(cfg.out), args.overwrite)
+            with claim(Path(cfg.out), args.overwrite):
+                pass
         Path(args.write_config).write_text(cfg.to_json())
         print(f"wrote {args.write_config}; start it on every machine with\n"
               f"  torchrun --nnodes {cfg.replicas} --nproc-per-node {cfg.shards} --rdzv-id edit "

@@ -24,8 +24,8 @@ from .analysis import comm_split, events_table, replica_table
 from .run import Run
 from .verdict import Verdict, verdict
 
-#: The README whose benchmark tables the paper boxes quote (`benchmark_rows`).
-README = Path(__file__).resolve().parents[1] / "README.md"
+#: The page whose benchmark tables the paper boxes quote (`benchmark_rows`).
+BENCHMARKS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
 #: The likely reasons a claim does not hold, as a verdict prints them.
 BUSY = "fewer cores than ranks or a busy machine (a rank waiting for a core hides nothing and waits longer)"
@@ -78,10 +78,10 @@ def smaller_at_each(claim: str, pairs: dict[str, tuple[float, float]], *, unit: 
                    timing=timing)
 
 
-def benchmark_rows(heading: str, readme: Path = README) -> list[dict[str, str]]:
-    """The first table under the README heading that starts with `heading`, one dict per row (bold marks
-    dropped): the benchmark's numbers a "paper says / lab measures" box sets beside the run's. Empty when
-    this checkout has no README or no such table."""
+def benchmark_rows(heading: str, readme: Path = BENCHMARKS) -> list[dict[str, str]]:
+    """The first table under the heading of docs/benchmarks.md that starts with `heading`, one dict per row
+    (bold marks dropped): the benchmark's numbers a "paper says / lab measures" box sets beside the run's.
+    Empty when this checkout has no such page or no such table."""
     if not readme.exists():
         return []
     lines = readme.read_text(encoding="utf-8").splitlines()

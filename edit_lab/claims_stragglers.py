@@ -259,7 +259,7 @@ def paper_box(here: dict[str, Run], budget_s: float, mesh: str, root: Path = RES
         return benchmark(name, method, root=root)
 
     # the lab's defaults as they are now, and an earlier measurement with the paper's weights (it ran with the
-    # old straggler model, which also stretched the layer-wise sync: README "A-EDiT at equal wall-clock time")
+    # old straggler model, which also stretched the layer-wise sync: docs/benchmarks.md, "A-EDiT at equal wall-clock time")
     lab, raw = "aedit_loss.json", "aedit_loss_raw_weights.json"
     rows = [("the paper's (Cheng et al., ICLR 2025)", "lower loss in the same wall-clock time", "—"),
             (f"this run's ({mesh}, {budget_s:g} s, one seed)", this("edit"), this("sync")),

@@ -1,7 +1,7 @@
 """`make notebooks`: run every notebook with its own defaults, timed, as a reader would.
 
 Prints a markdown table (notebook, seconds, first figure, the ✓ and ✗ of its claim cells (`edit_lab.verdict`),
-ok) for the README, then every ✗ line; outputs go to runs/notebooks/.
+ok) for docs/benchmarks.md ("The notebooks with their own defaults"), then every ✗ line; outputs go to runs/notebooks/.
 "First figure" is when the first cell that shows a plotly figure or a widget finished, counted from the
 start of the first cell (papermill's per-cell start and end times in the executed notebook).
 """

@@ -65,6 +65,19 @@ def test_overwrite_removes_the_old_runs_files_only(tmp_path):
     assert snapshot(tmp_path) == {"notes.txt": b"mine"}  # the lock is gone at the end
 
 
+def test_writing_a_torchrun_config_refuses_a_run_directory_and_overwrite_clears_it(tmp_path):
+    out, cfg_file = tmp_path / "run", tmp_path / "cfg.json"
+    out.mkdir()
+    before = old_run(out)
+    args = ("--model", "nano", "--seq-len", "32", "--out", str(out), "--write-config", str(cfg_file))
+    res, heavy = cli_run(*args)
+    assert res.returncode == 2 and not heavy and "--overwrite" in res.stderr, res.stderr
+    assert snapshot(out) == before and not cfg_file.exists()
+    res, _ = cli_run(*args, "--overwrite")  # the torchrun run then starts in a directory without the old run
+    assert res.returncode == 0, res.stderr
+    assert snapshot(out) == {"notes.txt": b"mine"} and RunConfig.load(cfg_file).out == str(out)
+
+
 def test_a_fresh_or_missing_directory_is_taken(tmp_path):
     out = tmp_path / "a" / "b"
     with claim(out):
