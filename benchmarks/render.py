@@ -91,6 +91,8 @@ TABLES: dict[str, Table] = {
     "preview_latency": Table(("preview_latency.json",), _one("preview_latency", "table_lines")),
     "penalty_rule": Table(("penalty_rule.json",), _one("penalty_rule", "table_lines")),
     "penalty_rule_verify": Table(("penalty_rule.json",), _one("penalty_rule", "verify_lines")),
+    "virtual_race": Table(("virtual_race.json",), _one("virtual_race", "table_lines")),
+    "virtual_race_paired": Table(("virtual_race.json",), _one("virtual_race", "paired_lines")),
     **{f"stragglers_{part.replace(':', '_')}": Table(("stragglers.json",), _stragglers(part))
        for part in ("throughput:2x2", "throughput:1x4", "in_run", "loss", "timings")},
 }

@@ -14,7 +14,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SCRIPTS = (["engine_vs_fsdp2.py", "--steps", "40", "--repeats", "2"], ["edit_overlap.py"], ["penalty.py"],
            ["penalty_defaults.py"],
-           ["stragglers.py", "--repeats", "2"], ["binder_memory.py"], ["preview_vs_real.py"])
+           ["stragglers.py", "--repeats", "2"], ["binder_memory.py"], ["preview_vs_real.py"],
+           ["virtual_race.py", "--json", "virtual_race.json"])
 
 
 def main() -> int:

@@ -47,8 +47,10 @@ def calibrate_here(tmp: Path) -> Path:
     return launch(cfg, overwrite=True).path
 
 
-def race(replicas: int, seeds: list[int], budget: float, profile: str, costs_dir: Path, tmp: Path) -> list[dict]:
-    """Every method x seed on the virtual clock for `budget` virtual seconds; one row per run."""
+def race(replicas: int, seeds: list[int], budget: float, profile: str, costs_dir: Path, tmp: Path
+         ) -> tuple[list[dict], dict]:
+    """Every method x seed on the virtual clock for `budget` virtual seconds: one row per run, and the cost
+    model's figures (a step, a whole-model collective across the link, A-EDiT's period)."""
     from edit_lab import RunConfig, launch
     from edit_lab.virtual import costs_for
 
@@ -56,8 +58,15 @@ def race(replicas: int, seeds: list[int], budget: float, profile: str, costs_dir
     link = {k: v for k, v in PROFILES[profile].items() if k != "about"}
     cfg = RunConfig(method="edit", replicas=replicas, time_budget=budget, clock="virtual",
                     clock_costs=str(costs_dir), straggler_replicas=slow, straggler_factor=2.0, **link, **BASE)
-    step_s = costs_for(cfg).step_s
+    costs = costs_for(cfg)
+    step_s = costs.step_s
     cfg = cfg.replace(sync_period=BASE["sync_interval"] * step_s)  # A-EDiT's T_sync: τ fast steps
+    from edit_lab.comm import LinkModel
+
+    link_s = LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s).transfer_time(costs.model_bytes)
+    figures = {"step_ms": round(1e3 * step_s, 2), "own_compute_ms": round(1e3 * costs.stretched_s, 2),
+               "model_mb": round(costs.model_bytes / 1e6, 3), "link_ms_per_model": round(1e3 * link_s, 2),
+               "sync_period_s": round(cfg.sync_period, 4), "slow_replicas": list(slow)}
     rows = []
     for method in METHODS:
         for seed in seeds:
@@ -71,7 +80,7 @@ def race(replicas: int, seeds: list[int], budget: float, profile: str, costs_dir
             r = rows[-1]
             print(f"{method:>7} seed {seed}: val {r['val']:.4f}  tokens {r['tokens']:>9,}  steps fast/slow "
                   f"{r['steps_fast']}/{r['steps_slow']}  ({r['wall_s']:.0f} s wall)", flush=True)
-    return rows
+    return rows, figures
 
 
 def paired(rows: list[dict], a: str, b: str) -> dict:
@@ -95,14 +104,17 @@ def table_lines(data: dict) -> list[str]:
         vals = [r["val"] for r in mine]
         out.append(f"| {m} | {len(mine)} | {statistics.mean(vals):.3f} | {max(vals) - min(vals):.3f} | "
                    f"{statistics.mean(r['tokens'] for r in mine):,.0f} | {mine[0]['steps_fast']} / {mine[0]['steps_slow']} |")
-    for other in ("edit", "sync"):
-        p = data["paired"][f"aedit_vs_{other}"]
-        out.append("")
-        out.append(f"A-EDiT against {other}, paired by seed: {p['mean_lower']:+.3f} lower on average, lower in "
-                   f"{p['lower_in']} of {p['seeds']} seeds.")
-    e = data["paired"]["edit_vs_sync"]
-    out.append(f"EDiT against sync on this link: {e['mean_lower']:+.3f} lower on average, lower in {e['lower_in']} of "
-               f"{e['seeds']} seeds.")
+    return out
+
+
+def paired_lines(data: dict) -> list[str]:
+    """The second README table: A-EDiT against EDiT and sync, and EDiT against sync, paired by seed
+    (the mean of b − a: negative where a ended lower)."""
+    out = ["| comparison, paired by seed | mean loss difference (a − b) | a lower in |", "|---|---:|---|"]
+    for key, a, b in (("aedit_vs_edit", "A-EDiT", "EDiT"), ("aedit_vs_sync", "A-EDiT", "sync"),
+                      ("edit_vs_sync", "EDiT", "sync")):
+        p = data["paired"][key]
+        out.append(f"| {a} against {b} | {-p['mean_lower']:+.3f} | {p['lower_in']} of {p['seeds']} seeds |")
     return out
 
 
@@ -118,13 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         costs_dir = calibrate_here(Path(tmp))
-        rows = race(args.replicas, args.seeds, args.budget, args.profile, costs_dir, Path(tmp))
+        rows, figures = race(args.replicas, args.seeds, args.budget, args.profile, costs_dir, Path(tmp))
     data = {"replicas": args.replicas, "budget_s": args.budget, "profile": args.profile,
-            "profile_about": PROFILES[args.profile]["about"], "runs": rows,
+            "profile_about": PROFILES[args.profile]["about"], "costs": figures, "runs": rows,
             "paired": {"aedit_vs_edit": paired(rows, "aedit", "edit"), "aedit_vs_sync": paired(rows, "aedit", "sync"),
                        "edit_vs_sync": paired(rows, "edit", "sync")},
             "wall_s": round(time.perf_counter() - t0, 1)}
-    print("\n".join(table_lines(data)))
+    print("\n".join(table_lines(data) + [""] + paired_lines(data)))
     if args.json:
         write_result(args.json, data, __file__, sys.argv[1:] if argv is None else argv, load_before=load)
     return 0
