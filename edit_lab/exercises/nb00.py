@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import as_number, correct, unanswered
+from . import CheckResult, judge_number
 
 
 def rank_of(replica: int, shard: int, shards: int) -> int:
@@ -18,16 +18,16 @@ def rank_of(replica: int, shard: int, shards: int) -> int:
     return replica * shards + shard
 
 
-def check_rank(answer: Any, replica: int = 2, shard: int = 1, shards: int = 4) -> bool:
+def check_rank(answer: Any, replica: int = 2, shard: int = 1, shards: int = 4) -> CheckResult:
     """Which rank holds shard `shard` of replica `replica` when every replica has `shards` shards?"""
-    if unanswered(answer, "ranks are numbered replica by replica, shard index fastest: rank = replica·S + shard."):
-        return False
     want = rank_of(replica, shard, shards)
-    assert as_number(answer, "a whole number") == want, (
-        f"{answer} is not it. The ranks of replica r are r·S … r·S+S−1, so replica {replica} starts at rank "
-        f"{replica}·{shards} = {replica * shards}; its shard {shard} is {shard} rank(s) further on.")
-    return correct(f"Correct: rank {want} = {replica}·{shards} + {shard}. Its shard group is ranks "
-                   f"{replica * shards}…{replica * shards + shards - 1}.")
+    return judge_number(
+        answer, want, what="a rank (a whole number)", whole=True,
+        hint="ranks are numbered replica by replica, shard index fastest: rank = replica·S + shard.",
+        why=(f"The ranks of replica r are r·S … r·S+S−1, so replica {replica} starts at rank "
+             f"{replica}·{shards} = {replica * shards}; its shard {shard} is {shard} rank(s) further on."),
+        right=(f"Correct: rank {want} = {replica}·{shards} + {shard}. Its shard group is ranks "
+               f"{replica * shards}…{replica * shards + shards - 1}."))
 
 
 def units_of(model: str) -> int:
@@ -44,32 +44,30 @@ def all_gathers_per_step(model: str, reshard_after_forward: bool = True) -> int:
     return units + (units - 1 if reshard_after_forward else 0)
 
 
-def check_all_gathers_per_step(answer: Any, model: str = "tiny", reshard_after_forward: bool = True) -> bool:
+def check_all_gathers_per_step(answer: Any, model: str = "tiny", reshard_after_forward: bool = True) -> CheckResult:
     """How many all-gathers does one rank issue in one training step (forward + backward) of `model`?"""
-    if unanswered(answer, "filter the events of one rank and one step to the kinds 'all_gather' (forward) and "
-                          "'all_gather_bwd' (backward) and count them; then count units and blocks of the "
-                          "other model."):
-        return False
     units = units_of(model)
     want = all_gathers_per_step(model, reshard_after_forward)
-    got = as_number(answer, "a whole number")
-    if reshard_after_forward and got == units:
-        raise AssertionError(
-            f"{answer} counts the forward only. With reshard_after_forward (the default) each block's full "
-            f"parameters are freed after its forward, so the backward all-gathers every block again "
-            f"('all_gather_bwd' in the table): {units - 1} more. The root unit is not freed: the head's "
-            f"backward needs it first thing.")
-    assert got == want, (
-        f"{answer} is not it. The forward all-gathers each unit once, right before computing it: the root unit "
-        f"(embedding + head share one buffer) and each of the model's {units - 1} blocks"
-        + (f"; the backward gathers each block again ({units - 1})." if reshard_after_forward else
-           "; with reshard_after_forward off the backward reuses the gathered tensors autograd kept."))
-    return correct(f"Correct: {want} all-gathers per step: {units} in the forward (the root unit + {units - 1} blocks)"
-                   + (f" and {units - 1} in the backward, one per block" if reshard_after_forward else "")
-                   + "; the backward answers each unit with one reduce-scatter.")
+    forward_only = (f"counts the forward only. With reshard_after_forward (the default) each block's full "
+                    f"parameters are freed after its forward, so the backward all-gathers every block again "
+                    f"('all_gather_bwd' in the table): {units - 1} more. The root unit is not freed: the head's "
+                    f"backward needs it first thing.")
+    return judge_number(
+        answer, want, what="a count of all-gathers (a whole number)", whole=True,
+        hint=("filter the events of one rank and one step to the kinds 'all_gather' (forward) and "
+              "'all_gather_bwd' (backward) and count them; then count units and blocks of the other model."),
+        named=[(lambda got: reshard_after_forward and got == units, forward_only)],
+        why=(f"The forward all-gathers each unit once, right before computing it: the root unit "
+             f"(embedding + head share one buffer) and each of the model's {units - 1} blocks"
+             + (f"; the backward gathers each block again ({units - 1})." if reshard_after_forward else
+                "; with reshard_after_forward off the backward reuses the gathered tensors autograd kept.")),
+        right=(f"Correct: {want} all-gathers per step: {units} in the forward (the root unit + {units - 1} blocks)"
+               + (f" and {units - 1} in the backward, one per block" if reshard_after_forward else "")
+               + "; the backward answers each unit with one reduce-scatter."))
 
 
-def check_gather_prediction(prediction: Any, measured: int, model: str, reshard_after_forward: bool = True) -> bool:
+def check_gather_prediction(prediction: Any, measured: int, model: str,
+                            reshard_after_forward: bool = True) -> CheckResult:
     """Predict, then run: the all-gathers one rank issued in one step, against the reader's prediction.
 
     Never raises: the notebook ships with no prediction written.

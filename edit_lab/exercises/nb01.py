@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import as_number, correct, unanswered
+from . import CheckResult, correct, judge_number, not_a_function, not_yet, short_error, show
 
 BYTES_PER_VALUE = 4  # float32 gradients
 
@@ -32,18 +32,20 @@ def sharded_values(model: str, shards: int) -> int:
     return sum(-(-n // shards) for n in units)
 
 
-def check_throughput_fraction(answer: Any, replicas: int = 8, factor: float = 3.0) -> bool:
+def check_throughput_fraction(answer: Any, replicas: int = 8, factor: float = 3.0) -> CheckResult:
     """Fraction of the straggler-free tokens/s that `sync` reaches with one replica `factor`× slower."""
-    if unanswered(answer, "every step lasts as long as the slowest replica's step; the number of replicas "
-                          "does not enter."):
-        return False
     want = 1.0 / factor
-    assert abs(as_number(answer) - want) <= 0.01, (
-        f"{answer} is not it. Each step every one of the {replicas} replicas waits for the slowest, which takes "
-        f"{factor:g}× as long, so all of them make 1/{factor:g} of their progress: one slow replica out of "
-        f"{replicas} costs as much as all of them being slow.")
-    return correct(f"Correct: 1/{factor:g} ≈ {want:.3f}, whether {replicas} replicas or 2: synchronous training "
-                   f"runs at the slowest replica's pace.")
+    return judge_number(
+        answer, want, what="a fraction between 0 and 1", tol=0.01, unit="fraction",
+        hint="every step lasts as long as the slowest replica's step; the number of replicas does not enter.",
+        named=[(lambda got: abs(got - factor) <= 0.01,
+                f"is the slowdown factor itself; the question asks what fraction of the straggler-free tokens/s "
+                f"is left, a number between 0 and 1.")],
+        why=(f"Each step every one of the {replicas} replicas waits for the slowest, which takes "
+             f"{factor:g}× as long, so all of them make 1/{factor:g} of their progress: one slow replica out of "
+             f"{replicas} costs as much as all of them being slow."),
+        right=(f"Correct: 1/{factor:g} ≈ {want:.3f}, whether {replicas} replicas or 2: synchronous training "
+               f"runs at the slowest replica's pace."))
 
 
 # --- a code exercise: all-reduce = reduce-scatter, then all-gather ------------------------------------
@@ -57,16 +59,16 @@ def reference_all_reduce_mean(grads: list) -> list:
     return [mean.clone() for _ in grads]
 
 
-def check_all_reduce_mean(fn: Any) -> bool:
+def check_all_reduce_mean(fn: Any) -> CheckResult:
     """Does `fn(grads) -> list of tensors` give every rank the mean of `grads`, as the lab's all-reduce does?
 
     Tried on groups of 2, 3 and 4 ranks with tensors whose length the group size divides. Never raises:
-    the notebook ships `fn` wrong on purpose; a wrong one prints "Not yet" with the reason, returns False.
+    the notebook ships `fn` wrong on purpose; a wrong one prints "Not yet" with the reason (a falsy result).
     """
     import torch
 
-    from . import not_yet
-
+    if (refused := not_a_function(fn, "fn(grads) -> list of tensors, one per rank")) is not None:
+        return refused
     gen = torch.Generator().manual_seed(0)
     for ranks in (2, 3, 4):
         grads = [torch.randn(4 * ranks, generator=gen, dtype=torch.float64) for _ in range(ranks)]
@@ -75,12 +77,16 @@ def check_all_reduce_mean(fn: Any) -> bool:
         try:
             got = fn(inputs)
         except Exception as exc:  # the reader's code: any failure is an answer to explain, not a crash
-            return not_yet(f"your function raised {type(exc).__name__}: {exc}")
+            return not_yet(f"with {ranks} ranks your function raised {short_error(exc)}")
         if not isinstance(got, (list, tuple)) or len(got) != ranks:
             return not_yet(f"with {ranks} ranks, return a list of {ranks} tensors (one per rank), "
                            f"not {type(got).__name__}"
                            + (f" of length {len(got)}" if isinstance(got, (list, tuple)) else ""))
-        got = [torch.as_tensor(t, dtype=torch.float64).reshape(-1) for t in got]
+        try:
+            got = [torch.as_tensor(t, dtype=torch.float64).reshape(-1) for t in got]
+        except Exception as exc:
+            return not_yet(f"with {ranks} ranks your function returned {show(got)}, which is not a list of tensors "
+                           f"({short_error(exc)}).")
         if any(t.numel() != want.numel() for t in got):
             return not_yet(f"every rank must receive the whole tensor ({want.numel()} values); you gave "
                            f"{[t.numel() for t in got]}: an all-gather is missing after the reduce-scatter.")
@@ -101,7 +107,7 @@ def check_all_reduce_mean(fn: Any) -> bool:
                    "works.")
 
 
-def check_slowdown_prediction(prediction: Any, measured: float, factor: float) -> bool:
+def check_slowdown_prediction(prediction: Any, measured: float, factor: float) -> CheckResult:
     """Predict, then run: tokens/s with one replica `factor`× slower, as a fraction of the baseline's."""
     from . import compare_prediction
 

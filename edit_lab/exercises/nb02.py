@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import as_number, correct, unanswered
+from . import CheckResult, correct, judge_number, not_a_function, not_yet, short_error, show
 
 
 def nesterov_first_step(lr: float, momentum: float) -> float:
@@ -24,23 +24,23 @@ def first_model_sync(warmup: int, interval: int) -> int:
     return warmup + interval
 
 
-def check_first_sync_step(answer: Any, warmup: int = 3, interval: int = 2) -> bool:
+def check_first_sync_step(answer: Any, warmup: int = 3, interval: int = 2) -> CheckResult:
     """With W warm-up steps and sync interval τ, at the start of which step is the model first synced?"""
-    if unanswered(answer, "steps 0…W−1 are synchronous; at step W the anchors are created (a = θ, nothing "
-                          "changes); then τ local steps."):
-        return False
     want = first_model_sync(warmup, interval)
-    assert as_number(answer, "a step number") == want, (
-        f"{answer} is not it. Steps 0…{warmup - 1} all-reduce gradients; the 'sync' at step {warmup} only copies "
-        f"θ into the anchor; then each replica trains alone for τ={interval} steps ({warmup}…{want - 1}), and the "
-        f"first sync that averages anything happens at the start of step {warmup}+{interval}.")
-    return correct(f"Correct: step {want}; then {want + interval}, {want + 2 * interval}, …")
+    return judge_number(
+        answer, want, what="a step number (a whole number)", whole=True,
+        hint=("steps 0…W−1 are synchronous; at step W the anchors are created (a = θ, nothing changes); "
+              "then τ local steps."),
+        why=(f"Steps 0…{warmup - 1} all-reduce gradients; the 'sync' at step {warmup} only copies θ into the "
+             f"anchor; then each replica trains alone for τ={interval} steps ({warmup}…{want - 1}), and the "
+             f"first sync that averages anything happens at the start of step {warmup}+{interval}."),
+        right=f"Correct: step {want}; then {want + interval}, {want + 2 * interval}, …")
 
 
 # --- a code exercise: the outer Nesterov step, checked against the lab's OuterState ---------------------
 
 
-def check_outer_step(fn: Any, lr: float = 0.7, momentum: float = 0.8) -> bool:
+def check_outer_step(fn: Any, lr: float = 0.7, momentum: float = 0.8) -> CheckResult:
     """Does `fn(anchor, delta_bar, buf, lr, momentum) -> (new_anchor, new_buf)` move the anchor as the lab's
     outer optimizer does (`edit_lab.outer.OuterState`: torch's SGD with Nesterov momentum)?
 
@@ -50,8 +50,9 @@ def check_outer_step(fn: Any, lr: float = 0.7, momentum: float = 0.8) -> bool:
     import torch
 
     from ..outer import OuterState
-    from . import not_yet
 
+    if (refused := not_a_function(fn, "fn(anchor, delta_bar, buf, lr, momentum) -> (new_anchor, new_buf)")) is not None:
+        return refused
     deltas = [torch.tensor([0.2, -0.1, 0.05]), torch.tensor([0.1, 0.1, -0.2]), torch.tensor([0.3, 0.0, 0.1])]
     a0 = torch.tensor([1.0, 2.0, 0.5])
 
@@ -65,12 +66,20 @@ def check_outer_step(fn: Any, lr: float = 0.7, momentum: float = 0.8) -> bool:
 
     want = trajectory(True, momentum)
     anchor, buf, got = a0.clone(), torch.zeros(3), []
-    for d in deltas:
+    for k, d in enumerate(deltas, start=1):
         try:
-            anchor, buf = fn(anchor.clone(), d.clone(), buf.clone(), lr, momentum)
-            anchor, buf = torch.as_tensor(anchor, dtype=torch.float32), torch.as_tensor(buf, dtype=torch.float32)
+            out = fn(anchor.clone(), d.clone(), buf.clone(), lr, momentum)
         except Exception as exc:  # the reader's code: explain, do not crash the notebook
-            return not_yet(f"your function raised {type(exc).__name__}: {exc} (return the pair (new_anchor, new_buf))")
+            return not_yet(f"at step {k} your function raised {short_error(exc)}")
+        try:
+            anchor, buf = out
+            anchor, buf = torch.as_tensor(anchor, dtype=torch.float32), torch.as_tensor(buf, dtype=torch.float32)
+        except Exception:
+            return not_yet(f"at step {k} your function returned {show(out)}; return the pair (new_anchor, new_buf), "
+                           f"two tensors of {a0.numel()} values.")
+        if anchor.shape != a0.shape or buf.shape != a0.shape:
+            return not_yet(f"at step {k} your function returned a new anchor of shape {tuple(anchor.shape)} and a "
+                           f"buffer of shape {tuple(buf.shape)}; both must have the anchor's shape {tuple(a0.shape)}.")
         got.append(anchor)
 
     def same(path: list[torch.Tensor]) -> bool:
@@ -94,7 +103,7 @@ def check_outer_step(fn: Any, lr: float = 0.7, momentum: float = 0.8) -> bool:
                    f"μ {momentum:g}). The first moved the anchor by {lr * (1 + momentum):.3g}× Δ̄.")
 
 
-def check_bytes_ratio_prediction(prediction: Any, measured: float, interval: int) -> bool:
+def check_bytes_ratio_prediction(prediction: Any, measured: float, interval: int) -> CheckResult:
     """Predict, then run: how many times more sync-group bytes per step `sync` sends than DiLoCo after warm-up."""
     from . import compare_prediction
 

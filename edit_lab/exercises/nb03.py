@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import correct
+from . import CheckResult, correct, is_whole, not_a_function, not_yet, read_numbers, short_error, show
 
 
 def sync_group(rank: int, shards: int, replicas: int) -> list[int]:
@@ -21,20 +21,26 @@ def sync_group(rank: int, shards: int, replicas: int) -> list[int]:
 # --- a code exercise: the sync group of a rank, checked against the lab's Mesh ---------------------------
 
 
-def check_sync_group_fn(fn: Any) -> bool:
+def check_sync_group_fn(fn: Any) -> CheckResult:
     """Does `fn(rank, shards, replicas) -> list of ranks` give the sync group `edit_lab.mesh.Mesh` computes,
     on every rank of several meshes? Never raises: the notebook ships `fn` wrong on purpose."""
     from ..mesh import Mesh
-    from . import not_yet
 
+    if (refused := not_a_function(fn, "fn(rank, shards, replicas) -> list of ranks")) is not None:
+        return refused
     for shards, replicas in ((4, 3), (2, 2), (8, 4), (1, 3), (3, 1)):
         for rank in range(shards * replicas):
             want = Mesh(rank=rank, world_size=shards * replicas, shards=shards, replicas=replicas,
                         shard_group=None, sync_group=None).sync_group_ranks()
             try:
-                got = sorted(int(x) for x in fn(rank, shards, replicas))
+                out = fn(rank, shards, replicas)
             except Exception as exc:  # the reader's code: explain, do not crash the notebook
-                return not_yet(f"fn({rank}, {shards}, {replicas}) raised {type(exc).__name__}: {exc}")
+                return not_yet(f"fn({rank}, {shards}, {replicas}) raised {short_error(exc)}")
+            ranks = read_numbers(out)
+            if ranks is None or not all(is_whole(x) for x in ranks):
+                return not_yet(f"fn({rank}, {shards}, {replicas}) returned {show(out)}; return a list of ranks "
+                               f"(whole numbers), one per replica.")
+            got = sorted(int(x) for x in ranks)
             if got == want:
                 continue
             shard_group = [rank // shards * shards + s for s in range(shards)]
@@ -46,7 +52,7 @@ def check_sync_group_fn(fn: Any) -> bool:
     return correct("Correct on every rank of five meshes: the same list as edit_lab.mesh.Mesh.sync_group_ranks().")
 
 
-def check_state_prediction(prediction: Any, measured: float, shards: int) -> bool:
+def check_state_prediction(prediction: Any, measured: float, shards: int) -> CheckResult:
     """Predict, then run: anchor + momentum of one rank, in units of one whole model (4·P bytes)."""
     from . import compare_prediction
 

@@ -14,10 +14,11 @@ idealised link, and `recorded_schedule` reads the same list from a real run's ev
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import as_number, compare_yes_no, correct, not_yet, unanswered
+from . import CheckResult, compare_yes_no, correct, judge_number, not_a_function, not_yet, short_error, show
 
 #: One operation of a sync step's forward on one rank: (kind, unit).
 Op = tuple[str, int]
@@ -44,37 +45,54 @@ def exposed_ms(n_units: int, transfer: float, compute: float, prefetch: bool) ->
 
 
 def check_transfer_ms(answer: Any, nbytes: int = 99_072, latency_ms: float = 2.0,
-                      bandwidth_mbps: float = 20.0) -> bool:
+                      bandwidth_mbps: float = 20.0) -> CheckResult:
     """Milliseconds of one transfer of `nbytes` on a link of `latency_ms` and `bandwidth_mbps`."""
-    if unanswered(answer, "a transfer takes latency + bytes / bandwidth; 20 MB/s is 20·10⁶ bytes per second, "
-                          "and the answer is in milliseconds."):
-        return False
     want = transfer_ms(nbytes, latency_ms, bandwidth_mbps)
-    assert abs(as_number(answer) - want) <= 0.01, (
-        f"{answer} ms is not it. The bandwidth part is {nbytes} B / {bandwidth_mbps:g}·10⁶ B/s = "
-        f"{nbytes / (bandwidth_mbps * 1e6) * 1e3:.4f} ms; do not forget the latency of {latency_ms:g} ms "
-        f"(and keep MB = 10⁶ bytes).")
-    return correct(f"Correct: {latency_ms:g} + {nbytes / (bandwidth_mbps * 1e6) * 1e3:.4f} = {want:.4f} ms per "
-                   f"transfer. A sync sends one such transfer per unit, one after the other.")
+    return judge_number(
+        answer, want, what="milliseconds", tol=0.01, unit="ms",
+        hint=("a transfer takes latency + bytes / bandwidth; 20 MB/s is 20·10⁶ bytes per second, and the answer "
+              "is in milliseconds."),
+        why=(f"The bandwidth part is {nbytes} B / {bandwidth_mbps:g}·10⁶ B/s = "
+             f"{nbytes / (bandwidth_mbps * 1e6) * 1e3:.4f} ms; do not forget the latency of {latency_ms:g} ms "
+             f"(and keep MB = 10⁶ bytes)."),
+        right=(f"Correct: {latency_ms:g} + {nbytes / (bandwidth_mbps * 1e6) * 1e3:.4f} = {want:.4f} ms per "
+               f"transfer. A sync sends one such transfer per unit, one after the other."))
 
 
-def check_exposed_with_prefetch(answer: Any, n_units: int = 5, transfer: float = 7.0, compute: float = 3.0) -> bool:
+def check_exposed_with_prefetch(answer: Any, n_units: int = 5, transfer: float = 7.0,
+                                compute: float = 3.0) -> CheckResult:
     """Blocked ms per sync with prefetch, for `n_units` alike units (transfer x, compute c)."""
-    if unanswered(answer, "unit 0's transfer is waited for in full; each later unit's transfer runs on the link "
-                          "right after the previous one and overlaps the previous unit's compute."):
-        return False
     want = exposed_ms(n_units, transfer, compute, prefetch=True)
     without = exposed_ms(n_units, transfer, compute, prefetch=False)
-    assert abs(as_number(answer) - want) <= 0.01, (
-        f"{answer} ms is not it. Unit 0: {transfer:g} ms in full. Each of the other {n_units - 1} units: its "
-        f"transfer starts when the link frees and overlaps {compute:g} ms of the previous unit's compute, so "
-        f"only max(0, {transfer:g} − {compute:g}) ms of it is exposed. (Without prefetch: {without:g} ms.)")
-    return correct(f"Correct: {transfer:g} + {n_units - 1}·({transfer:g} − {compute:g}) = {want:g} ms instead of "
-                   f"{without:g} ms. Prefetch saves at most one unit's compute per unit: on a very slow link the "
-                   f"transfers dominate either way.")
+    return judge_number(
+        answer, want, what="milliseconds", tol=0.01, unit="ms",
+        hint=("unit 0's transfer is waited for in full; each later unit's transfer runs on the link right after "
+              "the previous one and overlaps the previous unit's compute."),
+        named=[(lambda got: abs(got - without) <= 0.01,
+                f"is every transfer waited for in full: that is the blocked time without prefetch. With prefetch "
+                f"each unit's transfer after unit 0 overlaps the previous unit's compute.")],
+        why=(f"Unit 0: {transfer:g} ms in full. Each of the other {n_units - 1} units: its transfer starts when the "
+             f"link frees and overlaps {compute:g} ms of the previous unit's compute, so only "
+             f"max(0, {transfer:g} − {compute:g}) ms of it is exposed. (Without prefetch: {without:g} ms.)"),
+        right=(f"Correct: {transfer:g} + {n_units - 1}·({transfer:g} − {compute:g}) = {want:g} ms instead of "
+               f"{without:g} ms. Prefetch saves at most one unit's compute per unit: on a very slow link the "
+               f"transfers dominate either way."))
 
 
 # ------------------------------------------------------------------------- schedules of a sync step
+def _as_op(op: Any) -> Op | None:
+    """`op` as a (kind, unit) pair of a string and an int, or None when it is not one."""
+    if isinstance(op, (str, bytes)):
+        return None
+    try:
+        kind, unit = op
+    except Exception:
+        return None
+    if not isinstance(kind, str) or isinstance(unit, bool) or not isinstance(unit, numbers.Integral):
+        return None
+    return kind, int(unit)
+
+
 def schedule_problems(ops: Sequence[Op], n_units: int) -> list[str]:
     """Why a schedule of one sync step's forward breaks EDiT's rule; an empty list when it keeps it.
 
@@ -84,7 +102,13 @@ def schedule_problems(ops: Sequence[Op], n_units: int) -> list[str]:
     """
     seen: dict[tuple[str, int], int] = {}
     problems = []
-    for i, (kind, unit) in enumerate(ops):
+    for i, op in enumerate(ops):
+        pair = _as_op(op)
+        if pair is None:
+            problems.append(f"operation {i} ({show(op)}) is not a pair (kind, unit) with kind one of {OP_KINDS} "
+                            f"and unit a whole number")
+            continue
+        kind, unit = pair
         if kind not in OP_KINDS or not 0 <= unit < n_units:
             problems.append(f"operation {i} ({kind!r}, {unit}) is not one of {OP_KINDS} on a unit 0…{n_units - 1}")
         elif (kind, unit) in seen:
@@ -165,14 +189,30 @@ def recorded_schedule(events: Any) -> list[Op]:
 
 
 def check_schedule(schedule: Callable[[int], Sequence[Op] | None], n_units: int = 5, transfer: float = 7.0,
-                   compute: float = 3.0) -> bool:
-    """Replay `schedule(n_units)`: an AssertionError names the first broken rule; else the blocked ms are
-    printed against prefetch off, and a schedule that keeps the rule but hides nothing is 'not yet'."""
-    ops = schedule(n_units)
+                   compute: float = 3.0) -> CheckResult:
+    """Replay `schedule(n_units)`: "Not yet" names the first broken rule; else the blocked ms are printed
+    against prefetch off, and a schedule that keeps the rule but hides nothing is 'not yet'. Never raises."""
+    if (refused := not_a_function(schedule, "schedule(n_units) -> list of (kind, unit) operations")) is not None:
+        return refused
+    try:
+        ops = schedule(n_units)
+    except Exception as exc:  # the reader's code: explain, do not crash the notebook
+        return not_yet(f"schedule({n_units}) raised {short_error(exc)}")
     if ops is None:
         return not_yet("the schedule returns None; return a list of (kind, unit) operations.")
-    problems = schedule_problems(list(ops), n_units)
-    assert not problems, problems[0]
+    try:
+        ops = list(ops) if not isinstance(ops, (str, bytes)) else None
+    except Exception:
+        ops = None
+    if ops is None:
+        return not_yet(f"schedule({n_units}) returned something that is not a list; return a list of (kind, unit) "
+                       f"operations, kind one of {OP_KINDS}.")
+    problems = schedule_problems(ops, n_units)
+    if problems:
+        more = len(problems) - 1
+        after = f" ({more} more problem{'s' * (more > 1)} after this one.)" if more else ""
+        return not_yet(f"{problems[0]}.{after}")
+    ops = [_as_op(op) for op in ops]
     blocked = replay_exposed_ms(ops, transfer, compute)
     without = replay_exposed_ms(no_prefetch_schedule(n_units), transfer, compute)
     best = replay_exposed_ms(prefetch_schedule(n_units), transfer, compute)
@@ -184,7 +224,7 @@ def check_schedule(schedule: Callable[[int], Sequence[Op] | None], n_units: int 
                    f"{best:g} ms).")
 
 
-def check_prediction_cheaper(prediction: Any, edit_ms: float, diloco_ms: float, setting: str) -> bool:
+def check_prediction_cheaper(prediction: Any, edit_ms: float, diloco_ms: float, setting: str) -> CheckResult:
     """Predict, then run: was EDiT's exposed sync time per sync below DiLoCo's? Prints the answer; never raises."""
     cheaper = edit_ms < diloco_ms
     measured = (f"{setting}: EDiT exposed {edit_ms:.1f} ms per sync, DiLoCo {diloco_ms:.1f} ms, so EDiT "

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import as_number, correct, not_yet, unanswered
+from . import CheckResult, correct, judge_number, not_a_function, not_yet, read_numbers, short_error, show
 
 
 def first_armed_step(warmup: int, interval: int, arming: int) -> int:
@@ -22,15 +22,18 @@ def first_armed_step(warmup: int, interval: int, arming: int) -> int:
     return warmup + (arming + 1) * interval
 
 
-def check_softmax_function(fn: Callable[[Sequence[float], float, Sequence[bool]], Sequence[float] | None]) -> bool:
+def check_softmax_function(fn: Callable[[Sequence[float], float, Sequence[bool]], Sequence[float] | None]
+                           ) -> CheckResult:
     """Test the reader's `fn(norms, temperature, anomalous)` against the library's `penalty.softmax_weights`.
 
     Cases: two healthy replicas, a spike (0.3 against 80), an outlier among three, every replica an
     outlier, and norms of 1000 and 1001, where exp(−G/T) underflows to 0 unless the smallest norm is
-    subtracted first (as the library does). A wrong weight raises AssertionError naming the case.
+    subtracted first (as the library does). A wrong weight prints "Not yet" naming the case; never raises.
     """
     from ..penalty import softmax_weights
 
+    if (refused := not_a_function(fn, "fn(norms, temperature, anomalous) -> one weight per replica")) is not None:
+        return refused
     cases = [("two healthy replicas", [1.0, 2.0], 1.0, [False, False]),
              ("a temperature of 0.5", [1.0, 2.0], 0.5, [False, False]),
              ("a spiked replica", [0.3, 80.0], 1.0, [False, False]),
@@ -45,45 +48,48 @@ def check_softmax_function(fn: Callable[[Sequence[float], float, Sequence[bool]]
         try:
             got = fn(list(norms), t, list(anomalous))
         except ZeroDivisionError:
-            raise AssertionError(f"{name}: your function divides by zero.{hint}") from None
+            return not_yet(f"{name}: your function divides by zero.{hint}")
+        except Exception as exc:  # the reader's code: explain, do not crash the notebook
+            return not_yet(f"{name}: your function raised {short_error(exc)}.{hint}")
         if got is None:
             return not_yet("your function returns None; return one weight per replica.")
         want = softmax_weights(norms, t, anomalous)
-        try:
-            got = [float(g) for g in got]
-        except (TypeError, ValueError):
-            raise AssertionError(f"{name}: {got!r} is not a list of numbers") from None
-        assert len(got) == len(want), f"{name}: {len(got)} weights for {len(want)} replicas"
-        assert all(math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-9) for g, w in zip(got, want)), (
-            f"{name}: norms {norms}, T = {t:g}, outliers {anomalous}: your weights {got}, the library's {want}.{hint}")
+        weights = read_numbers(got, nan_ok=True)  # a nan weight is a wrong weight, with the hint
+        if weights is None:
+            return not_yet(f"{name}: {show(got)} is not a list of numbers; return one weight per replica.")
+        if len(weights) != len(want):
+            return not_yet(f"{name}: {len(weights)} weights for {len(want)} replicas; return one weight per replica.")
+        if not all(math.isclose(g, w, rel_tol=1e-6, abs_tol=1e-9) for g, w in zip(weights, want)):
+            return not_yet(f"{name}: norms {norms}, T = {t:g}, outliers {anomalous}: your weights {weights}, "
+                           f"the library's {want}.{hint}")
     return correct("Your softmax weights match edit_lab.penalty.softmax_weights in every case, the underflow "
                    "included: the replica that moved less gets more say, an outlier gets nothing.")
 
 
-def check_first_armed_step(answer: Any, warmup: int = 4, interval: int = 2, arming: int = 4) -> bool:
+def check_first_armed_step(answer: Any, warmup: int = 4, interval: int = 2, arming: int = 4) -> CheckResult:
     """First sync step at which the detector (arming period `arming` syncs) may call an outlier."""
-    if unanswered(answer, "list the sync steps: W+τ, W+2τ, …; each updates the detector once, and it needs E "
-                          "values before it judges one."):
-        return False
     want = first_armed_step(warmup, interval, arming)
     syncs = [warmup + k * interval for k in range(1, arming + 2)]
-    assert as_number(answer, "a step number") == want, (
-        f"step {answer} is not it. The syncs are at steps {', '.join(map(str, syncs))}, … (step {warmup} only "
-        f"creates the anchors and feeds no detector). The first {arming} syncs fill the history; the one after "
-        f"them is the first that is judged.")
-    return correct(f"Correct: step {want} = W + (E+1)·τ = {warmup} + {arming + 1}·{interval}. Before it, z is 0 "
-                   f"and nothing can be an outlier (a NaN or infinite norm excepted).")
+    return judge_number(
+        answer, want, what="a step number (a whole number)", whole=True,
+        hint=("list the sync steps: W+τ, W+2τ, …; each updates the detector once, and it needs E values before "
+              "it judges one."),
+        why=(f"The syncs are at steps {', '.join(map(str, syncs))}, … (step {warmup} only creates the anchors and "
+             f"feeds no detector). The first {arming} syncs fill the history; the one after them is the first that "
+             f"is judged."),
+        right=(f"Correct: step {want} = W + (E+1)·τ = {warmup} + {arming + 1}·{interval}. Before it, z is 0 and "
+               f"nothing can be an outlier (a NaN or infinite norm excepted)."))
 
 
-def check_clip_factor(answer: Any, norm: float = 20.0, clip_norm: float = 10.0) -> bool:
+def check_clip_factor(answer: Any, norm: float = 20.0, clip_norm: float = 10.0) -> CheckResult:
     """The factor min(1, φ/(n + 1e-6)) applied to an aggregated pseudo-gradient of norm `norm`."""
     from ..penalty import clip_factor
 
-    if unanswered(answer, "clipping rescales the aggregate so that its norm is at most φ: factor = min(1, φ / n)."):
-        return False
     want = clip_factor(norm, clip_norm)
-    assert abs(as_number(answer) - want) <= 1e-4, (
-        f"{answer} is not it. The aggregate has norm {norm:g}; after clipping it must have norm {clip_norm:g}, "
-        f"so it is multiplied by {clip_norm:g}/{norm:g} (a norm below φ would be left alone: factor 1).")
-    return correct(f"Correct: {clip_norm:g}/({norm:g} + 1e-6) ≈ {want:.7f}. The direction is kept, only the "
-                   f"length is bounded, and it is the aggregate that is clipped, not each replica's Δ.")
+    return judge_number(
+        answer, want, what="a factor between 0 and 1", tol=1e-4,
+        hint="clipping rescales the aggregate so that its norm is at most φ: factor = min(1, φ / n).",
+        why=(f"The aggregate has norm {norm:g}; after clipping it must have norm {clip_norm:g}, so it "
+             f"is multiplied by {clip_norm:g}/{norm:g} (a norm below φ would be left alone: factor 1)."),
+        right=(f"Correct: {clip_norm:g}/({norm:g} + 1e-6) ≈ {want:.7f}. The direction is kept, only the "
+               f"length is bounded, and it is the aggregate that is clipped, not each replica's Δ."))

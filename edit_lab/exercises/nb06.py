@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from . import as_number, as_numbers, correct, unanswered
+from . import CheckResult, judge_number, judge_numbers
 
 
 def edit_wait_ms(interval: int, fast_ms: float, slow_ms: float) -> float:
@@ -28,41 +28,45 @@ def aedit_round_steps(period_s: float, step_ms: Sequence[float]) -> list[int]:
     return [round(period_s * 1e3 / ms) for ms in step_ms]
 
 
-def check_edit_wait_ms(answer: Any, interval: int = 4, fast_ms: float = 100.0, slow_ms: float = 200.0) -> bool:
+def check_edit_wait_ms(answer: Any, interval: int = 4, fast_ms: float = 100.0, slow_ms: float = 200.0) -> CheckResult:
     """The fast replica's blocked ms per EDiT round (τ = `interval`)."""
-    if unanswered(answer, "both replicas train τ steps per round; the fast one is done first and waits at the sync "
-                          "until the slow one arrives."):
-        return False
     want = edit_wait_ms(interval, fast_ms, slow_ms)
-    assert abs(as_number(answer) - want) <= 0.5, (
-        f"{answer} ms is not it. The fast replica needs {interval}·{fast_ms:g} = {interval * fast_ms:g} ms for its "
-        f"round, the slow one {interval}·{slow_ms:g} = {interval * slow_ms:g} ms; the fast one waits for the "
-        f"difference.")
-    return correct(f"Correct: {interval}·({slow_ms:g} − {fast_ms:g}) = {want:g} ms per round — exactly what "
-                   f"synchronous training makes it wait, only in one stop instead of {interval}.")
+    return judge_number(
+        answer, want, what="milliseconds", tol=0.5, unit="ms",
+        hint=("both replicas train τ steps per round; the fast one is done first and waits at the sync until the "
+              "slow one arrives."),
+        why=(f"The fast replica needs {interval}·{fast_ms:g} = {interval * fast_ms:g} ms for its round, the slow "
+             f"one {interval}·{slow_ms:g} = {interval * slow_ms:g} ms; the fast one waits for the difference."),
+        right=(f"Correct: {interval}·({slow_ms:g} − {fast_ms:g}) = {want:g} ms per round — exactly what "
+               f"synchronous training makes it wait, only in one stop instead of {interval}."))
 
 
-def check_sync_share(answer: Any, paces: Sequence[float] = (4000.0, 2000.0)) -> bool:
+def check_sync_share(answer: Any, paces: Sequence[float] = (4000.0, 2000.0)) -> CheckResult:
     """Fraction of the capacity bound reached when every replica runs at the slowest pace."""
-    if unanswered(answer, "the capacity bound is the sum of the replicas' own paces; lockstep training runs every "
-                          "replica at the slowest pace."):
-        return False
     want = sync_share(paces)
-    assert abs(as_number(answer) - want) <= 0.01, (
-        f"{answer} is not it. Capacity bound: {' + '.join(f'{p:g}' for p in paces)} = {sum(paces):g} tokens/s. "
-        f"In lockstep each of the {len(paces)} replicas runs at {min(paces):g} tokens/s.")
-    return correct(f"Correct: {len(paces)}·{min(paces):g} / {sum(paces):g} = {want:.3f}. The missing "
-                   f"{1 - want:.0%} is the fast replica standing blocked; A-EDiT gets it back.")
+    return judge_number(
+        answer, want, what="a fraction between 0 and 1", tol=0.01, unit="fraction",
+        hint=("the capacity bound is the sum of the replicas' own paces; lockstep training runs every replica at "
+              "the slowest pace."),
+        why=(f"Capacity bound: {' + '.join(f'{p:g}' for p in paces)} = {sum(paces):g} tokens/s. In lockstep each "
+             f"of the {len(paces)} replicas runs at {min(paces):g} tokens/s."),
+        right=(f"Correct: {len(paces)}·{min(paces):g} / {sum(paces):g} = {want:.3f}. The missing "
+               f"{1 - want:.0%} is the fast replica standing blocked; A-EDiT gets it back."))
 
 
-def check_aedit_round_steps(answer: Any, period_s: float = 0.8, step_ms: Sequence[float] = (100.0, 200.0)) -> bool:
+def check_aedit_round_steps(answer: Any, period_s: float = 0.8,
+                            step_ms: Sequence[float] = (100.0, 200.0)) -> CheckResult:
     """About how many local steps each replica trains per A-EDiT round of `period_s` seconds."""
-    if unanswered(answer, "a round lasts about T_sync seconds for every replica; divide by each one's step time."):
-        return False
     want = aedit_round_steps(period_s, step_ms)
-    got = as_numbers(answer, len(want), "one number per replica ([fast, slow])")
-    assert all(abs(g - w) <= 1 for g, w in zip(got, want)), (
-        f"{answer} is not it. A round lasts about {period_s * 1e3:g} ms for everyone; the fast replica fits "
-        f"{period_s * 1e3:g}/{step_ms[0]:g} steps into it, the slow one {period_s * 1e3:g}/{step_ms[1]:g}.")
-    return correct(f"Correct: about {want} (±1: a meeting waits for the step in progress). The replicas no longer "
-                   f"agree on a step count, only on a time; weights by steps (`step_weighting`) can account for it.")
+    why = (f"A round lasts about {period_s * 1e3:g} ms for everyone; the fast replica fits "
+           f"{period_s * 1e3:g}/{step_ms[0]:g} steps into it, the slow one {period_s * 1e3:g}/{step_ms[1]:g}.")
+    return judge_numbers(
+        answer, want, what="one number per replica ([fast, slow])", tol=1,
+        labels=("fast replica's count", "slow replica's count"),
+        hint="a round lasts about T_sync seconds for every replica; divide by each one's step time.",
+        named=[(lambda got: len(set(got)) == 1,
+                f"gives both replicas the same step count, as step-based sync does; A-EDiT gives them the same "
+                f"time instead. {why}")],
+        why=why,
+        right=(f"Correct: about {want} (±1: a meeting waits for the step in progress). The replicas no longer "
+               f"agree on a step count, only on a time; weights by steps (`step_weighting`) can account for it."))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..mesh import Mesh
-from . import as_numbers, compare_yes_no, correct, unanswered
+from . import CheckResult, compare_yes_no, judge_numbers
 
 
 def torchrun_sizes(shards: int, replicas: int) -> tuple[int, int]:
@@ -24,38 +24,34 @@ def machine_of_rank(rank: int, shards: int) -> tuple[int, int]:
     return Mesh.coords(rank, shards)
 
 
-def _check_two_numbers(answer: Any, hint: str, want: tuple[int, int], wrong: str, right: str) -> bool:
-    """Both checks below: a hint while unanswered, else two numbers that must be `want`."""
-    if unanswered(answer, hint):
-        return False
-    got = tuple(as_numbers(answer, 2, "two numbers"))
-    assert got == want, f"{answer} is not it. {wrong}"
-    return correct(right)
-
-
-def check_torchrun_sizes(answer: Any, shards: int = 8, replicas: int = 4) -> bool:
+def check_torchrun_sizes(answer: Any, shards: int = 8, replicas: int = 4) -> CheckResult:
     """(nnodes, nproc_per_node) for `--shards shards --replicas replicas`."""
     want = torchrun_sizes(shards, replicas)
-    return _check_two_numbers(
-        answer, "one machine holds one replica, and a replica is S processes (its shard group).", want,
-        f"Each machine runs one replica, i.e. its {shards} shards: --nproc-per-node {shards}; there are {replicas} "
-        f"replicas: --nnodes {replicas}. (Swapped, every shard group would span machines and its all-gathers would "
-        f"cross the network at every unit of every step.)",
-        f"Correct: --nnodes {want[0]} --nproc-per-node {want[1]}: {want[0] * want[1]} processes, and only the sync "
-        f"group's traffic leaves a machine.")
+    return judge_numbers(
+        answer, want, what="two numbers (nnodes, nproc_per_node)", labels=("--nnodes", "--nproc-per-node"),
+        whole=True,
+        hint="one machine holds one replica, and a replica is S processes (its shard group).",
+        why=(f"Each machine runs one replica, i.e. its {shards} shards: --nproc-per-node is the shard count; there "
+             f"is one machine per replica: --nnodes is the replica count. (Swapped, every shard group would span "
+             f"machines and its all-gathers would cross the network at every unit of every step.)"),
+        right=(f"Correct: --nnodes {want[0]} --nproc-per-node {want[1]}: {want[0] * want[1]} processes, and only the "
+               f"sync group's traffic leaves a machine."))
 
 
-def check_machine_of_rank(answer: Any, rank: int = 21, shards: int = 8) -> bool:
+def check_machine_of_rank(answer: Any, rank: int = 21, shards: int = 8) -> CheckResult:
     """(machine, local rank) of global rank `rank` with `shards` processes per machine."""
     want = machine_of_rank(rank, shards)
-    return _check_two_numbers(
-        answer, "torchrun numbers ranks machine by machine: rank = GROUP_RANK·nproc_per_node + LOCAL_RANK.", want,
-        f"Machine m runs ranks {shards}·m … {shards}·m + {shards - 1}; {rank} = {shards}·{want[0]} + {want[1]}.",
-        f"Correct: machine {want[0]}, local rank {want[1]} — replica {want[0]}, shard {want[1]} in the mesh's words, "
-        f"so rank {rank}'s sync-group partners are the local ranks {want[1]} of the other machines.")
+    return judge_numbers(
+        answer, want, what="two numbers (machine, local rank)", labels=("machine", "local rank"),
+        whole=True,
+        hint="torchrun numbers ranks machine by machine: rank = GROUP_RANK·nproc_per_node + LOCAL_RANK.",
+        why=(f"Machine m runs ranks {shards}·m … {shards}·m + {shards - 1}; write {rank} = {shards}·m + local rank, "
+             f"with 0 ≤ local rank < {shards}."),
+        right=(f"Correct: machine {want[0]}, local rank {want[1]} — replica {want[0]}, shard {want[1]} in the mesh's "
+               f"words, so rank {rank}'s sync-group partners are the local ranks {want[1]} of the other machines."))
 
 
-def check_prediction_same_bits(prediction: Any, same: bool) -> bool:
+def check_prediction_same_bits(prediction: Any, same: bool) -> CheckResult:
     """Predict, then run: were the torchrun run and the `launch()` run bit-for-bit equal? Never raises."""
     why = ("Same configuration, same seeds, the same collectives in the same order on the same data: floating-point "
            "sums in the same order give the same bits, whoever started the processes and however the cores were "

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import pytest
-
 import torch
 
 from edit_lab.exercises.nb01 import (check_all_reduce_mean, check_slowdown_prediction, check_throughput_fraction,
                                      model_parameters, reference_all_reduce_mean, sharded_values)
+
+
+def _not_yet(capsys, result, *reasons: str) -> str:
+    """A wrong answer: a falsy result and one printed "Not yet" line that names every reason."""
+    out = capsys.readouterr().out
+    assert not result, out
+    assert out.startswith("Not yet: ") and out.count("\n") == 1, out
+    assert all(r in out for r in reasons), (reasons, out)
+    return out
 
 
 def test_sizes():
@@ -16,12 +23,15 @@ def test_sizes():
     assert sharded_values("nano", 2) == 41_632 // 2
 
 
-def test_check_throughput_fraction():
-    assert check_throughput_fraction(None) is False
-    assert check_throughput_fraction(1 / 3) is True
-    assert check_throughput_fraction(0.333) is True
-    with pytest.raises(AssertionError, match="slowest"):
-        check_throughput_fraction(7 / 8 + 1 / 24)  # the average pace: as if the others did not wait
+def test_check_throughput_fraction(capsys):
+    assert not check_throughput_fraction(None)
+    assert check_throughput_fraction(1 / 3)
+    assert check_throughput_fraction(0.333)
+    capsys.readouterr()
+    out = _not_yet(capsys, check_throughput_fraction(7 / 8 + 1 / 24), "too high", "slowest")  # the average pace
+    assert "0.333" not in out  # the right number is not given away
+    _not_yet(capsys, check_throughput_fraction(3), "slowdown factor")
+    _not_yet(capsys, check_throughput_fraction(33.3), "percentage")
 
 
 def test_sharded_values_match_the_engine_layout():
@@ -44,7 +54,7 @@ def _all_gather(pieces):
 
 
 def test_check_all_reduce_mean_passes_the_composition_and_explains_wrong_ones(capsys):
-    assert check_all_reduce_mean(lambda g: _all_gather(_reduce_scatter_mean(g))) is True
+    assert check_all_reduce_mean(lambda g: _all_gather(_reduce_scatter_mean(g)))
     assert "Correct" in capsys.readouterr().out
     wrong = {
         "own gradient": lambda g: [x.clone() for x in g],  # what the notebook ships
@@ -53,9 +63,10 @@ def test_check_all_reduce_mean_passes_the_composition_and_explains_wrong_ones(ca
         "disagree": lambda g: [torch.stack(g).mean(0) + i for i in range(len(g))],
         "raised ZeroDivisionError": lambda g: 1 / 0,
         "return a list": lambda g: torch.stack(g).mean(0),
+        "not a list of tensors": lambda g: ["a"] * len(g),
     }
     for why, fn in wrong.items():
-        assert check_all_reduce_mean(fn) is False, why
+        assert not check_all_reduce_mean(fn), why
         out = capsys.readouterr().out
         assert out.startswith("Not yet") and why in out, (why, out)
 
@@ -66,7 +77,7 @@ def test_reference_all_reduce_is_what_the_lab_averages():
 
 
 def test_check_slowdown_prediction(capsys):
-    assert check_slowdown_prediction(0.55, 0.56, 2.0) is True
-    assert check_slowdown_prediction(0.9, 0.56, 2.0) is False  # as if the straggler cost nothing
+    assert check_slowdown_prediction(0.55, 0.56, 2.0)
+    assert not check_slowdown_prediction(0.9, 0.56, 2.0)  # as if the straggler cost nothing
     assert "1/2 = 0.50" in capsys.readouterr().out
-    assert check_slowdown_prediction(None, 0.56, 2.0) is False
+    assert not check_slowdown_prediction(None, 0.56, 2.0)

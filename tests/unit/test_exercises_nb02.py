@@ -11,6 +11,15 @@ from edit_lab.methods.local_sgd import is_anchor_step, is_sync_step
 from edit_lab.outer import OuterState
 
 
+def _not_yet(capsys, result, *reasons: str) -> str:
+    """A wrong answer: a falsy result and one printed "Not yet" line that names every reason."""
+    out = capsys.readouterr().out
+    assert not result, out
+    assert out.startswith("Not yet: ") and out.count("\n") == 1, out
+    assert all(r in out for r in reasons), (reasons, out)
+    return out
+
+
 def test_nesterov_factor_is_what_the_outer_optimizer_does():
     for lr, mu in ((0.7, 0.8), (0.7, 0.9), (1.0, 0.0)):
         theta = torch.zeros(3)
@@ -27,12 +36,13 @@ def test_first_sync_matches_the_schedule():
     assert is_anchor_step(3, W) and syncs[0] == first_model_sync(W, tau) == 5
 
 
-def test_check_first_sync_step():
-    assert check_first_sync_step(None) is False
-    assert check_first_sync_step(5) is True
-    assert check_first_sync_step(30, warmup=10, interval=20) is True
-    with pytest.raises(AssertionError, match="only copies"):
-        check_first_sync_step(3)  # the anchor creation
+def test_check_first_sync_step(capsys):
+    assert not check_first_sync_step(None)
+    assert check_first_sync_step(5)
+    assert check_first_sync_step(30, warmup=10, interval=20)
+    capsys.readouterr()
+    _not_yet(capsys, check_first_sync_step(3), "too low", "only copies")  # the anchor creation
+    _not_yet(capsys, check_first_sync_step("five"), "not a number", "a step number")
 
 
 def _nesterov(anchor, delta_bar, buf, lr, momentum):
@@ -46,21 +56,22 @@ def _heavy_ball(anchor, delta_bar, buf, lr, momentum):  # what the notebook ship
 
 
 def test_check_outer_step_against_outer_state(capsys):
-    assert check_outer_step(_nesterov) is True
-    assert check_outer_step(_nesterov, lr=1.0, momentum=0.9) is True
+    assert check_outer_step(_nesterov)
+    assert check_outer_step(_nesterov, lr=1.0, momentum=0.9)
     assert "Correct" in capsys.readouterr().out
-    assert check_outer_step(_heavy_ball) is False
+    assert not check_outer_step(_heavy_ball)
     assert "heavy-ball" in capsys.readouterr().out
-    assert check_outer_step(lambda a, d, b, lr, mu: (a - lr * d, b)) is False
+    assert not check_outer_step(lambda a, d, b, lr, mu: (a - lr * d, b))
     assert "plain SGD" in capsys.readouterr().out
-    assert check_outer_step(lambda a, d, b, lr, mu: (a + lr * d, b)) is False  # the wrong sign
+    assert not check_outer_step(lambda a, d, b, lr, mu: (a + lr * d, b))  # the wrong sign
     assert "Not yet: after step 1" in capsys.readouterr().out
-    assert check_outer_step(lambda a, d, b, lr, mu: a) is False  # not a pair: explained, not raised
-    assert "raised" in capsys.readouterr().out
+    _not_yet(capsys, check_outer_step(lambda a, d, b, lr, mu: a), "return the pair")  # not a pair: explained
+    _not_yet(capsys, check_outer_step(lambda a, d, b, lr, mu: 1 / 0), "raised ZeroDivisionError")
+    _not_yet(capsys, check_outer_step(lambda a, d, b, lr, mu: (a[:2], b)), "shape")
 
 
 def test_check_bytes_ratio_prediction(capsys):
-    assert check_bytes_ratio_prediction(10, 10.0, 10) is True
-    assert check_bytes_ratio_prediction(1, 10.0, 10) is False
+    assert check_bytes_ratio_prediction(10, 10.0, 10)
+    assert not check_bytes_ratio_prediction(1, 10.0, 10)
     assert "Not quite" in capsys.readouterr().out
-    assert check_bytes_ratio_prediction(None, 10.0, 10) is False
+    assert not check_bytes_ratio_prediction(None, 10.0, 10)

@@ -6,6 +6,15 @@ from edit_lab.exercises.nb03 import check_state_prediction, check_sync_group_fn,
 from edit_lab.mesh import Mesh
 
 
+def _not_yet(capsys, result, *reasons: str) -> str:
+    """A wrong answer: a falsy result and one printed "Not yet" line that names every reason."""
+    out = capsys.readouterr().out
+    assert not result, out
+    assert out.startswith("Not yet: ") and out.count("\n") == 1, out
+    assert all(r in out for r in reasons), (reasons, out)
+    return out
+
+
 def test_sync_group_matches_the_mesh():
     for rank in range(12):
         mesh = Mesh(rank=rank, world_size=12, shards=4, replicas=3, shard_group=None, sync_group=None)
@@ -13,21 +22,22 @@ def test_sync_group_matches_the_mesh():
 
 
 def test_check_sync_group_fn_against_the_mesh(capsys):
-    assert check_sync_group_fn(lambda rank, S, R: [r * S + rank % S for r in range(R)]) is True
-    assert check_sync_group_fn(sync_group) is True
+    assert check_sync_group_fn(lambda rank, S, R: [r * S + rank % S for r in range(R)])
+    assert check_sync_group_fn(sync_group)
     assert "Correct" in capsys.readouterr().out
     # what the notebook ships: the shard group
-    assert check_sync_group_fn(lambda rank, S, R: [rank // S * S + s for s in range(S)]) is False
+    assert not check_sync_group_fn(lambda rank, S, R: [rank // S * S + s for s in range(S)])
     assert "shard group" in capsys.readouterr().out
     # the transposed numbering (rank = shard·R + replica)
-    assert check_sync_group_fn(lambda rank, S, R: [rank % S * R + r for r in range(R)]) is False
+    assert not check_sync_group_fn(lambda rank, S, R: [rank % S * R + r for r in range(R)])
     assert "the mesh says" in capsys.readouterr().out
-    assert check_sync_group_fn(lambda rank, S, R: None) is False  # not iterable: explained, not raised
-    assert "raised TypeError" in capsys.readouterr().out
+    _not_yet(capsys, check_sync_group_fn(lambda rank, S, R: None), "returned None")  # explained, not raised
+    _not_yet(capsys, check_sync_group_fn(lambda rank, S, R: [][rank]), "raised IndexError")
+    _not_yet(capsys, check_sync_group_fn(lambda rank, S, R: ["a"]), "a list of ranks")
 
 
 def test_check_state_prediction(capsys):
-    assert check_state_prediction(0.5, 0.5, 4) is True
-    assert check_state_prediction(2.0, 0.5, 4) is False  # unsharded DiLoCo's 2·P
+    assert check_state_prediction(0.5, 0.5, 4)
+    assert not check_state_prediction(2.0, 0.5, 4)  # unsharded DiLoCo's 2·P
     assert "2/S = 2/4" in capsys.readouterr().out
-    assert check_state_prediction(None, 0.5, 4) is False
+    assert not check_state_prediction(None, 0.5, 4)

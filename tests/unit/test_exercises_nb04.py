@@ -12,6 +12,15 @@ from edit_lab.exercises.nb04 import (check_exposed_with_prefetch, check_predicti
                                      recorded_schedule, replay_exposed_ms, schedule_problems, transfer_ms)
 
 
+def _not_yet(capsys, result, *reasons: str) -> str:
+    """A wrong answer: a falsy result and one printed "Not yet" line that names every reason."""
+    out = capsys.readouterr().out
+    assert not result, out
+    assert out.startswith("Not yet: ") and out.count("\n") == 1, out
+    assert all(r in out for r in reasons), (reasons, out)
+    return out
+
+
 def test_transfer_ms_is_the_link_model_of_comm():
     link = LinkModel(latency_s=2e-3, bandwidth_Bps=20e6)
     assert transfer_ms(99_072, 2.0, 20.0) == pytest.approx(link.transfer_time(99_072) * 1e3)
@@ -26,25 +35,26 @@ def test_exposed_ms_model():
     assert exposed_ms(0, 7.0, 3.0, prefetch=True) == 0.0
 
 
-def test_check_transfer_ms():
-    assert check_transfer_ms(None) is False
-    assert check_transfer_ms(6.9536) is True
-    assert check_transfer_ms(6.95) is True
-    assert check_transfer_ms(1.0 + 1000 / 1e3, nbytes=1000, latency_ms=1.0, bandwidth_mbps=1.0) is True
-    with pytest.raises(AssertionError, match="latency"):
-        check_transfer_ms(4.9536)  # forgot the latency
-    with pytest.raises(AssertionError):
-        check_transfer_ms(2 + 99_072 / (20 * 2**20) * 1e3)  # MiB instead of MB: 6.72 ms
+def test_check_transfer_ms(capsys):
+    assert not check_transfer_ms(None)
+    assert check_transfer_ms(6.9536)
+    assert check_transfer_ms(6.95)
+    assert check_transfer_ms(1.0 + 1000 / 1e3, nbytes=1000, latency_ms=1.0, bandwidth_mbps=1.0)
+    capsys.readouterr()
+    out = _not_yet(capsys, check_transfer_ms(4.9536), "too low", "latency")  # forgot the latency
+    assert "6.95" not in out  # the right number is not given away
+    _not_yet(capsys, check_transfer_ms(2 + 99_072 / (20 * 2**20) * 1e3), "too low", "MB = 10⁶ bytes")  # MiB: 6.72
+    _not_yet(capsys, check_transfer_ms(0.0069536), "seconds", "milliseconds")  # the units
 
 
-def test_check_exposed_with_prefetch():
-    assert check_exposed_with_prefetch(None) is False
-    assert check_exposed_with_prefetch(23) is True
-    assert check_exposed_with_prefetch(10.0, n_units=3, transfer=4.0, compute=1.0) is True
-    with pytest.raises(AssertionError, match="Without prefetch: 35"):
-        check_exposed_with_prefetch(35)  # prefetch off
-    with pytest.raises(AssertionError):
-        check_exposed_with_prefetch(7)  # only unit 0: the link is one transfer at a time
+def test_check_exposed_with_prefetch(capsys):
+    assert not check_exposed_with_prefetch(None)
+    assert check_exposed_with_prefetch(23)
+    assert check_exposed_with_prefetch(10.0, n_units=3, transfer=4.0, compute=1.0)
+    capsys.readouterr()
+    _not_yet(capsys, check_exposed_with_prefetch(35), "without prefetch")  # prefetch off
+    out = _not_yet(capsys, check_exposed_with_prefetch(7), "too low", "Without prefetch: 35")  # only unit 0
+    assert "23" not in out
 
 
 def test_replay_agrees_with_the_closed_form():
@@ -63,22 +73,27 @@ def test_schedule_problems_name_the_broken_rule():
     assert any("has no wait" in p for p in schedule_problems([("issue", 0), ("all_gather", 0), ("compute", 0)], 1))
     assert any("twice" in p for p in schedule_problems(prefetch_schedule(2) + [("issue", 1)], 2))
     assert any("not one of" in p for p in schedule_problems([("send", 0)], 1))
+    assert any("is not a pair" in p for p in schedule_problems([("issue",), ["wait", 0, 1], 7], 1))
 
 
 def test_check_schedule(capsys):
-    assert check_schedule(prefetch_schedule) is True
+    assert check_schedule(prefetch_schedule)
     assert "23 ms per sync instead of 35 ms" in capsys.readouterr().out
-    assert check_schedule(no_prefetch_schedule) is False  # keeps the rule, hides nothing
+    assert not check_schedule(no_prefetch_schedule)  # keeps the rule, hides nothing
     assert "Not yet" in capsys.readouterr().out
-    assert check_schedule(lambda n: None) is False
+    assert not check_schedule(lambda n: None)
+    assert "returns None" in capsys.readouterr().out
+    _not_yet(capsys, check_schedule(lambda n: [][n]), "raised IndexError")
+    _not_yet(capsys, check_schedule(lambda n: 5), "not a list")
+    _not_yet(capsys, check_schedule(lambda n: [("issue", 0), "wait 0"]), "operation 1", "is not a pair")
+    _not_yet(capsys, check_schedule(lambda n: [("issue", "0")]), "operation 0", "is not a pair")
 
     def gather_before_sync(n):  # exercise 3's first change: the all-gather moved above the wait
         ops = [("issue", 0)]
         for u in range(n):
             ops += ([("issue", u + 1)] if u + 1 < n else []) + [("all_gather", u), ("wait", u), ("compute", u)]
         return ops
-    with pytest.raises(AssertionError, match="sync before all-gather"):
-        check_schedule(gather_before_sync)
+    _not_yet(capsys, check_schedule(gather_before_sync), "sync before all-gather")
 
 
 def test_recorded_schedule_reads_events_in_time_order():
@@ -94,9 +109,9 @@ def test_recorded_schedule_reads_events_in_time_order():
 
 
 def test_check_prediction_cheaper(capsys):
-    assert check_prediction_cheaper(None, 50.0, 100.0, "here") is False
+    assert not check_prediction_cheaper(None, 50.0, 100.0, "here")
     assert "EDiT exposed 50.0 ms" in capsys.readouterr().out
-    assert check_prediction_cheaper(True, 50.0, 100.0, "here") is True
-    assert check_prediction_cheaper(True, 80.0, 20.0, "there") is False
+    assert check_prediction_cheaper(True, 50.0, 100.0, "here")
+    assert not check_prediction_cheaper(True, 80.0, 20.0, "there")
     assert "dearer" in capsys.readouterr().out
-    assert check_prediction_cheaper(False, 80.0, 20.0, "there") is True
+    assert check_prediction_cheaper(False, 80.0, 20.0, "there")

@@ -8,6 +8,15 @@ from edit_lab.exercises.nb06 import (aedit_round_steps, check_aedit_round_steps,
                                      edit_wait_ms, sync_share)
 
 
+def _not_yet(capsys, result, *reasons: str) -> str:
+    """A wrong answer: a falsy result and one printed "Not yet" line that names every reason."""
+    out = capsys.readouterr().out
+    assert not result, out
+    assert out.startswith("Not yet: ") and out.count("\n") == 1, out
+    assert all(r in out for r in reasons), (reasons, out)
+    return out
+
+
 def test_models():
     assert edit_wait_ms(4, 100.0, 200.0) == 400.0
     assert edit_wait_ms(4, 100.0, 100.0) == 0.0
@@ -17,30 +26,34 @@ def test_models():
 
 
 def test_check_edit_wait_ms(capsys):
-    assert check_edit_wait_ms(None) is False
+    assert not check_edit_wait_ms(None)
     assert "Hint" in capsys.readouterr().out
-    assert check_edit_wait_ms(400) is True
-    assert check_edit_wait_ms(100.0, interval=1) is True
-    with pytest.raises(AssertionError, match="waits for the difference"):
-        check_edit_wait_ms(100)  # one step's difference, not τ of them
-    with pytest.raises(AssertionError):
-        check_edit_wait_ms(800)  # the slow replica's whole round
+    assert check_edit_wait_ms(400)
+    assert check_edit_wait_ms(100.0, interval=1)
+    capsys.readouterr()
+    _not_yet(capsys, check_edit_wait_ms(100), "too low", "waits for the difference")  # one step's, not τ of them
+    _not_yet(capsys, check_edit_wait_ms(800), "too high")  # the slow replica's whole round
+    _not_yet(capsys, check_edit_wait_ms(0.4), "seconds")  # the units
 
 
-def test_check_sync_share():
-    assert check_sync_share(None) is False
-    assert check_sync_share(2 / 3) is True
-    assert check_sync_share(0.667) is True
-    assert check_sync_share(0.5, paces=(3000.0, 1000.0)) is True
-    with pytest.raises(AssertionError, match="Capacity bound"):
-        check_sync_share(0.5)  # slow / fast
+def test_check_sync_share(capsys):
+    assert not check_sync_share(None)
+    assert check_sync_share(2 / 3)
+    assert check_sync_share(0.667)
+    assert check_sync_share(0.5, paces=(3000.0, 1000.0))
+    capsys.readouterr()
+    out = _not_yet(capsys, check_sync_share(0.5), "too low", "Capacity bound")  # slow / fast
+    assert "0.667" not in out
+    _not_yet(capsys, check_sync_share(66.7), "percentage")
 
 
-def test_check_aedit_round_steps():
-    assert check_aedit_round_steps(None) is False
-    assert check_aedit_round_steps([8, 4]) is True
-    assert check_aedit_round_steps((7, 4)) is True  # ±1: the meeting waits for the step in progress
-    with pytest.raises(AssertionError, match="fits"):
-        check_aedit_round_steps([4, 4])  # lockstep
-    with pytest.raises(AssertionError, match="one number per replica"):
-        check_aedit_round_steps([8])
+def test_check_aedit_round_steps(capsys):
+    assert not check_aedit_round_steps(None)
+    assert check_aedit_round_steps([8, 4])
+    assert check_aedit_round_steps((7, 4))  # ±1: the meeting waits for the step in progress
+    capsys.readouterr()
+    _not_yet(capsys, check_aedit_round_steps([4, 4]), "same step count", "fits")  # lockstep
+    _not_yet(capsys, check_aedit_round_steps([8, 8]), "same step count")
+    _not_yet(capsys, check_aedit_round_steps([8, 2]), "the slow replica's count is too low", "fits")
+    _not_yet(capsys, check_aedit_round_steps([8]), "one number per replica", "1 number")
+    _not_yet(capsys, check_aedit_round_steps("84"), "not a list of numbers")
