@@ -32,11 +32,14 @@ from __future__ import annotations
 import itertools
 import math
 import numbers
+import os
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..verdict import FAIL, PASS
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))  # frames in here are the checks' own
 
 
 class CheckResult:
@@ -49,6 +52,7 @@ class CheckResult:
     def __init__(self, passed: bool, state: str) -> None:
         self.passed = bool(passed)
         self.state = state
+        _record(self)
 
     def __bool__(self) -> bool:
         return self.passed
@@ -58,6 +62,48 @@ class CheckResult:
 
     def _ipython_display_(self) -> None:
         """Display nothing: the line the check printed is the verdict."""
+
+
+# ------------------------------------------------------------------------------------------ the score
+#: Every check called in this process, by (check, the cell and line that called it): its latest result.
+#: A re-run cell replaces its own entry (IPython names a cell's code after its source), so `score` counts
+#: each check once, as it stands now.
+_RESULTS: dict[tuple[str, str, int], tuple[str, CheckResult]] = {}
+
+
+def _record(result: CheckResult) -> None:
+    """File `result` under the check that made it and the place that called that check."""
+    import inspect
+
+    frame = inspect.currentframe()
+    check, caller = None, None
+    while frame is not None:
+        name = frame.f_code.co_name
+        if check is None and name.startswith(("check_", "compare_")):
+            check = frame
+        elif check is not None and not frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            caller = frame
+            break
+        frame = frame.f_back
+    if check is None:
+        return
+    where = (caller.f_code.co_filename, caller.f_lineno) if caller is not None else ("", 0)
+    _RESULTS[(check.f_code.co_name, *where)] = (check.f_globals.get("__name__", ""), result)
+
+
+def score() -> tuple[int, int]:
+    """Print which checks (exercises and predictions) passed in this kernel, each once as it stands now, then
+    the count. Returns (passed, checked). Never raises."""
+    if not _RESULTS:
+        say("No check has run in this kernel yet: run the exercise cells above, then this one again.")
+        return 0, 0
+    width = max(len(name) for name, _, _ in _RESULTS)
+    for (name, _, _), (_, r) in _RESULTS.items():
+        print(f"  {name.ljust(width)}  {r.state}")
+    passed = sum(1 for _, r in _RESULTS.values() if r)
+    say(f"Score: {passed} of {len(_RESULTS)} checks passed"
+        + ("." if passed == len(_RESULTS) else "; the lines above say which are still open."))
+    return passed, len(_RESULTS)
 
 
 def _right() -> CheckResult:

@@ -84,3 +84,29 @@ def test_compare_prediction_prints_and_never_raises(capsys):
     assert "Your prediction holds" in capsys.readouterr().out
     assert not not_yet("reason")
     assert capsys.readouterr().out == "Not yet: reason\n"
+
+
+def test_the_score_counts_each_calling_place_once_as_it_stands_now(capsys, monkeypatch):
+    from edit_lab import exercises
+    from edit_lab.exercises.nb00 import check_rank
+    from edit_lab.verdict import parse
+
+    monkeypatch.setattr(exercises, "_RESULTS", {})
+    assert exercises.score() == (0, 0)
+    assert "No check has run" in capsys.readouterr().out
+
+    def cell(answer):  # one notebook cell, run again with another answer
+        return check_rank(answer, replica=2, shard=1, shards=4)
+
+    cell(None)
+    assert exercises.score() == (0, 1)
+    cell(9)
+    check_rank(3, replica=0, shard=3, shards=4)  # another place
+    exercises.compare_prediction(None, 2.0, what="x", why="y")
+    capsys.readouterr()
+    assert exercises.score() == (2, 3)
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split() for line in out[:3]] == [["check_rank", "correct"], ["check_rank", "correct"],
+                                                  ["compare_prediction", "not", "answered", "yet"]]
+    assert out[-1] == "Score: 2 of 3 checks passed; the lines above say which are still open."
+    assert parse("\n".join(out)) == []  # no line reads as a claim about the run
