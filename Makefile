@@ -27,7 +27,7 @@ LAB_PORT ?= 8888
 # Open a browser only where there is a display to show it on.
 LAB_BROWSER = $(if $(DISPLAY),,--no-browser)
 
-.PHONY: help install lab demo test test-fast test-ui notebooks bench tables clean
+.PHONY: help install lab demo test test-fast test-ui test-ui-course notebooks bench tables clean
 
 help: ## list the targets
 	@echo "Targets (each creates $(VENV) if it is missing):"
@@ -62,6 +62,9 @@ test-fast: $(STAMP) ## unit tests only
 
 test-ui: $(STAMP) ## browser tests of the widgets (need chromium)
 	$(PY) -m pytest $(XDIST) tests/ui
+
+test-ui-course: $(STAMP) ## also 01, 02, 03, 07 and 08 through JupyterLab, readability checked (opt-in, ~5 min)
+	EDIT_LAB_UI_COURSE=1 $(PY) -m pytest $(XDIST) tests/ui/test_course_in_browser.py
 
 notebooks: $(STAMP) ## execute every notebook with its default parameters
 	$(PY) -m edit_lab.tools.run_notebooks

@@ -325,9 +325,11 @@ class ClusterPlanner:
     """Machines, GPUs per machine and a model: the commands of that cluster run and what each rank keeps."""
 
     def __init__(self, machines: int = 4, gpus: int = 8, model: str = "base100m") -> None:
-        self.machines = W.IntSlider(value=machines, min=1, max=16, description="machines R")
-        self.gpus = W.IntSlider(value=gpus, min=1, max=8, description="GPUs per machine S")
-        self.model = W.Dropdown(options=["nano", "tiny", "small", "base100m"], value=model, description="model")
+        wide = {"description_width": "140px"}  # "GPUs per machine S" whole, the three labels aligned
+        self.machines = W.IntSlider(value=machines, min=1, max=16, description="machines R", style=wide)
+        self.gpus = W.IntSlider(value=gpus, min=1, max=8, description="GPUs per machine S", style=wide)
+        self.model = W.Dropdown(options=["nano", "tiny", "small", "base100m"], value=model, description="model",
+                                style=wide)
         self.plan = W.HTML()
         self.widget = redrawn_panel(self, [self.machines, self.gpus, self.model], self.plan)
 

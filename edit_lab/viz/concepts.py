@@ -20,6 +20,7 @@ import plotly.graph_objects as go
 
 from ..mesh import Mesh
 from ..sharding import UnitLayout
+from .layout import legend_below
 
 COMPUTE, BLOCKED = "#1F77B4", "#D62728"
 BYTES_PER_VALUE = 4  # float32
@@ -44,7 +45,7 @@ def sync_straggler_figure(slow_factor: float, steps: int = 3) -> go.Figure:
         fig.add_vline(x=t0 + step_len, line=dict(color="#555555", dash="dot"))
     fig.update_layout(barmode="overlay", template="plotly_white", height=260, yaxis=dict(autorange="reversed"),
                       title=f"Idealised: sync with one replica ×{slow_factor:g} slower (dotted: the all-reduce, every step)",
-                      xaxis=dict(title="time, in healthy steps"), legend=dict(orientation="h", y=-0.35))
+                      xaxis=dict(title="time, in healthy steps"), legend=legend_below(), margin=dict(b=40))
     return fig
 
 
@@ -69,7 +70,7 @@ def sync_schedule_figure(schedules: Mapping[int, str], warmup: int) -> go.Figure
                                  marker=dict(color=color, symbol=symbol, size=10 if label != "g" else 6)))
     fig.update_layout(template="plotly_white", height=120 + 40 * len(schedules),
                       title=f"When the sync group meets: W = {warmup}, every unmarked step is local",
-                      xaxis=dict(title="step", range=[-1, steps]), legend=dict(orientation="h", y=-0.4))
+                      xaxis=dict(title="step", range=[-1, steps]), legend=legend_below(), margin=dict(b=40))
     return fig
 
 
@@ -86,7 +87,8 @@ def mesh_figure(meshes: Sequence[Mesh]) -> go.Figure:
     fig = go.Figure()
     for m in meshes:
         fig.add_shape(type="rect", x0=m.shard - 0.42, x1=m.shard + 0.42, y0=m.replica - 0.38, y1=m.replica + 0.38,
-                      line=dict(color="#444444"), fillcolor=REPLICA_FILLS[m.replica % len(REPLICA_FILLS)])
+                      line=dict(color="#444444"), fillcolor=REPLICA_FILLS[m.replica % len(REPLICA_FILLS)],
+                      layer="below")  # under the rank labels
     fig.add_trace(go.Scatter(x=[m.shard for m in meshes], y=[m.replica for m in meshes], mode="text",
                              text=[f"<b>rank {m.rank}</b>" for m in meshes], hoverinfo="text", showlegend=False,
                              hovertext=[f"rank {m.rank}: replica {m.replica}, shard {m.shard}<br>shard group "
@@ -97,13 +99,15 @@ def mesh_figure(meshes: Sequence[Mesh]) -> go.Figure:
     for s in range(shards):  # sync groups: columns
         fig.add_shape(type="rect", x0=s - 0.47, x1=s + 0.47, y0=-0.47, y1=replicas - 0.53,
                       line=dict(color="#CC0000", dash="dot", width=2))
-        fig.add_annotation(x=s, y=replicas - 0.4, text=f"sync group<br>{by_rank[s].sync_group_ranks()}",
+        fig.add_annotation(x=s, y=replicas - 0.2, text=f"sync group<br>{by_rank[s].sync_group_ranks()}",
                            showarrow=False, font=dict(size=11, color="#CC0000"))
-    fig.update_layout(template="plotly_white", height=360, width=820, margin=dict(l=190, t=70),
+    fig.update_layout(template="plotly_white", height=360, autosize=True, margin=dict(l=190, t=70),
                       title=f"The 2-D mesh: S = {shards} shards × R = {replicas} replicas (rows: shard groups, "
                             "dotted columns: sync groups)",
-                      xaxis=dict(title="shard index s", tickvals=list(range(shards)), range=[-0.6, shards - 0.4]),
-                      yaxis=dict(title=None, showticklabels=False, range=[replicas, -0.6]))  # replica 0 on top
+                      xaxis=dict(title="shard index s", tickvals=list(range(shards)), range=[-0.6, shards - 0.4],
+                                 showgrid=False, zeroline=False),
+                      yaxis=dict(title=None, showticklabels=False, range=[replicas + 0.15, -0.6], showgrid=False,
+                                 zeroline=False))  # replica 0 on top
     return fig
 
 
@@ -131,7 +135,7 @@ def shard_layout_figure(layouts: Sequence[UnitLayout], names: Sequence[str], mod
     fig.update_layout(barmode="overlay", template="plotly_white", height=120 + 45 * len(layouts),
                       title=f"What ZeRO-3 splits: each unit of {model} as one flat buffer, cut into S = {n_shards} shards",
                       xaxis=dict(title="position in the unit's flat buffer (float32 values)", tickformat="~s"),
-                      yaxis=dict(autorange="reversed"), legend=dict(orientation="h", y=-0.3))
+                      yaxis=dict(autorange="reversed"), legend=legend_below(), margin=dict(b=40))
     return fig
 
 

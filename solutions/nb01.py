@@ -1,0 +1,26 @@
+"""Answers of notebook 01 (synchronous data parallel): the straggler's cost, an all-reduce from its parts."""
+
+NOTEBOOK = "01_synchronous_data_parallel.ipynb"
+
+ANSWERS = [
+    {"marker": "prediction = None  # your prediction: tokens/s with the straggler ÷ tokens/s of the baseline",
+     "assigns": "prediction", "kind": "prediction",
+     "source": """\
+prediction = 0.75  # above 1/SLOW_FACTOR = 0.5: the straggler stretches only its compute, never a collective"""},
+    {"marker": "def all_reduce_mean(grads: list[torch.Tensor]) -> list[torch.Tensor]:",
+     "assigns": "all_reduce_mean", "kind": "code", "check": "passed = check_all_reduce_mean(all_reduce_mean)",
+     "setup": ["def reduce_scatter_mean(tensors: list[torch.Tensor]) -> list[torch.Tensor]:"],
+     "source": """\
+def all_reduce_mean(grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    \"\"\"Every rank receives the mean of all ranks' tensors.\"\"\"
+    return all_gather(reduce_scatter_mean(grads))  # rank i gets slice i of the mean, then every rank every slice"""},
+    {"marker": "answer = None  # your answer, a fraction between 0 and 1",
+     "assigns": "answer", "kind": "exercise", "check": "check_throughput_fraction(answer, replicas=8, factor=3.0)",
+     "source": """\
+answer = 1 / 3  # every step waits for the 3× slower replica, however many replicas there are"""},
+]
+
+MAY_MISS = {
+    "compare_prediction": ("always", "tokens/s is a wall-clock timing: 0.77 on the 2-core machine of "
+                                     "docs/teaching.md, and it moves with the cores and the load (15% tolerance)"),
+}
