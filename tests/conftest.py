@@ -27,7 +27,14 @@ LONGEST_FIRST = ("tests/ui/test_notebooks_in_browser.py",  # ~240
                  "tests/install/test_binder.py",  # ~40
                  "tests/ui/test_checks_catch_problems.py",  # ~75
                  "tests/distributed/test_cli.py",  # ~90
-                 "tests/distributed/test_engine.py")  # ~60
+                 "tests/distributed/test_engine.py",  # ~60
+                 "tests/distributed/test_sim_matches_virtual.py",  # ~18 (33 trainings on the virtual clock)
+                 # the longest unit files (`make test-fast` is these first, then the rest alphabetically)
+                 "tests/unit/test_simulate.py",  # ~10
+                 "tests/unit/test_panels.py",  # ~9
+                 "tests/unit/test_examples.py",  # ~8
+                 "tests/unit/test_straggler_lab_clock.py",  # ~6
+                 "tests/unit/test_viz_figures.py")  # ~6
 
 
 def _file(item) -> str:

@@ -32,8 +32,8 @@ def check_first_sync_step(answer: Any, warmup: int = 3, interval: int = 2) -> Ch
         hint=("steps 0…W−1 are synchronous; at step W the anchors are created (a = θ, nothing changes); "
               "then τ local steps."),
         why=(f"Steps 0…{warmup - 1} all-reduce gradients; the 'sync' at step {warmup} only copies θ into the "
-             f"anchor; then each replica trains alone for τ={interval} steps ({warmup}…{want - 1}), and the "
-             f"first sync that averages anything happens at the start of step {warmup}+{interval}."),
+             f"anchor; then each replica trains alone for τ={interval} steps, and the first sync that averages "
+             f"anything comes at the start of the step after those."),
         right=f"Correct: step {want}; then {want + interval}, {want + 2 * interval}, …")
 
 

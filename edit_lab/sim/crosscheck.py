@@ -11,7 +11,7 @@ configuration on the very costs it ran on (`virtual.costs_for`) and returns what
   per replica: the latest of its ranks) and the run's end (`train_end_s`, `wall_s`), as the largest
   difference relative to the run's length.
 
-Used by `tests/unit/test_sim_matches_virtual.py`; imports torch only through the virtual run it is given.
+Used by `tests/distributed/test_sim_matches_virtual.py`; imports torch only through the virtual run it is given.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ This mirrors `worker.Trainer.run`/`train_step` and the hooks of `edit_lab/method
 (same names, same order, same sync-group collectives with the same kinds and sizes), with every
 tensor operation replaced by its cost. When a method changes *when* it talks to the other replicas,
 this file changes with it; `tests/unit/test_simulate.py` checks the collectives' kinds and counts
-against the methods' schedules, and `tests/unit/test_sim_matches_virtual.py` checks every rank's
+against the methods' schedules, and `tests/distributed/test_sim_matches_virtual.py` checks every rank's
 collectives and every step's end against the virtual clock, which runs the methods' own code on the
 same costs (`crosscheck.py`): they agree to float rounding.
 

@@ -5,15 +5,7 @@ from __future__ import annotations
 from edit_lab.exercises.nb00 import (check_all_gathers_per_step, check_gather_prediction, check_rank, rank_of,
                                      units_of)
 from edit_lab.mesh import Mesh
-
-
-def _not_yet(capsys, result, *reasons: str) -> str:
-    """A wrong answer: a falsy result and one printed "Not yet" line that names every reason."""
-    out = capsys.readouterr().out
-    assert not result, out
-    assert out.startswith("Not yet: ") and out.count("\n") == 1, out
-    assert all(r in out for r in reasons), (reasons, out)
-    return out
+from tests.unit.exercise_asserts import not_yet as _not_yet
 
 
 def test_rank_matches_the_mesh():

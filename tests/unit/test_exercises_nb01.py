@@ -6,15 +6,7 @@ import torch
 
 from edit_lab.exercises.nb01 import (check_all_reduce_mean, check_slowdown_prediction, check_throughput_fraction,
                                      model_parameters, reference_all_reduce_mean, sharded_values)
-
-
-def _not_yet(capsys, result, *reasons: str) -> str:
-    """A wrong answer: a falsy result and one printed "Not yet" line that names every reason."""
-    out = capsys.readouterr().out
-    assert not result, out
-    assert out.startswith("Not yet: ") and out.count("\n") == 1, out
-    assert all(r in out for r in reasons), (reasons, out)
-    return out
+from tests.unit.exercise_asserts import not_yet as _not_yet
 
 
 def test_sizes():

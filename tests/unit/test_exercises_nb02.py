@@ -9,15 +9,7 @@ from edit_lab.exercises.nb02 import (check_bytes_ratio_prediction, check_first_s
                                      first_model_sync, nesterov_first_step)
 from edit_lab.methods.local_sgd import is_anchor_step, is_sync_step
 from edit_lab.outer import OuterState
-
-
-def _not_yet(capsys, result, *reasons: str) -> str:
-    """A wrong answer: a falsy result and one printed "Not yet" line that names every reason."""
-    out = capsys.readouterr().out
-    assert not result, out
-    assert out.startswith("Not yet: ") and out.count("\n") == 1, out
-    assert all(r in out for r in reasons), (reasons, out)
-    return out
+from tests.unit.exercise_asserts import not_yet as _not_yet
 
 
 def test_nesterov_factor_is_what_the_outer_optimizer_does():

@@ -4,15 +4,7 @@ from __future__ import annotations
 
 from edit_lab.exercises.nb03 import check_state_prediction, check_sync_group_fn, sync_group
 from edit_lab.mesh import Mesh
-
-
-def _not_yet(capsys, result, *reasons: str) -> str:
-    """A wrong answer: a falsy result and one printed "Not yet" line that names every reason."""
-    out = capsys.readouterr().out
-    assert not result, out
-    assert out.startswith("Not yet: ") and out.count("\n") == 1, out
-    assert all(r in out for r in reasons), (reasons, out)
-    return out
+from tests.unit.exercise_asserts import not_yet as _not_yet
 
 
 def test_sync_group_matches_the_mesh():

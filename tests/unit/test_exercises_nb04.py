@@ -10,15 +10,7 @@ import pandas as pd
 from edit_lab.exercises.nb04 import (check_exposed_with_prefetch, check_prediction_cheaper, check_schedule,
                                      check_transfer_ms, exposed_ms, no_prefetch_schedule, prefetch_schedule,
                                      recorded_schedule, replay_exposed_ms, schedule_problems, transfer_ms)
-
-
-def _not_yet(capsys, result, *reasons: str) -> str:
-    """A wrong answer: a falsy result and one printed "Not yet" line that names every reason."""
-    out = capsys.readouterr().out
-    assert not result, out
-    assert out.startswith("Not yet: ") and out.count("\n") == 1, out
-    assert all(r in out for r in reasons), (reasons, out)
-    return out
+from tests.unit.exercise_asserts import not_yet as _not_yet
 
 
 def test_transfer_ms_is_the_link_model_of_comm():

@@ -9,15 +9,7 @@ import json
 from edit_lab.exercises.nb05 import check_clip_factor, check_first_armed_step, check_softmax_function, first_armed_step
 from edit_lab.methods.local_sgd import is_sync_step
 from edit_lab.penalty import AnomalyDetector
-
-
-def _not_yet(capsys, result, *reasons: str) -> str:
-    """A wrong answer: a falsy result and one printed "Not yet" line that names every reason."""
-    out = capsys.readouterr().out
-    assert not result, out
-    assert out.startswith("Not yet: ") and out.count("\n") == 1, out
-    assert all(r in out for r in reasons), (reasons, out)
-    return out
+from tests.unit.exercise_asserts import not_yet as _not_yet
 
 
 def test_first_armed_step_matches_the_schedule_and_the_detector():

@@ -6,15 +6,7 @@ import pytest
 
 from edit_lab.exercises.nb06 import (aedit_round_steps, check_aedit_round_steps, check_edit_wait_ms, check_sync_share,
                                      edit_wait_ms, sync_share)
-
-
-def _not_yet(capsys, result, *reasons: str) -> str:
-    """A wrong answer: a falsy result and one printed "Not yet" line that names every reason."""
-    out = capsys.readouterr().out
-    assert not result, out
-    assert out.startswith("Not yet: ") and out.count("\n") == 1, out
-    assert all(r in out for r in reasons), (reasons, out)
-    return out
+from tests.unit.exercise_asserts import not_yet as _not_yet
 
 
 def test_models():

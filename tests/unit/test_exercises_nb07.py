@@ -4,15 +4,7 @@ from __future__ import annotations
 
 from edit_lab.exercises.nb07 import (check_machine_of_rank, check_prediction_same_bits, check_torchrun_sizes,
                                      machine_of_rank, torchrun_sizes)
-
-
-def _not_yet(capsys, result, *reasons: str) -> str:
-    """A wrong answer: a falsy result and one printed "Not yet" line that names every reason."""
-    out = capsys.readouterr().out
-    assert not result, out
-    assert out.startswith("Not yet: ") and out.count("\n") == 1, out
-    assert all(r in out for r in reasons), (reasons, out)
-    return out
+from tests.unit.exercise_asserts import not_yet as _not_yet
 
 
 def test_mapping_agrees_with_the_mesh_numbering():
