@@ -93,8 +93,9 @@ def paired(rows: list[dict[str, Any]], against: list[dict[str, Any]]) -> str:
 
     The seed (data order, initialisation) moves every method's loss together, by more than the methods
     differ: compared seed by seed, the difference is measured without that shared part."""
-    by_seed = {r["seed"]: r["val"] for r in against}
-    d = [r["val"] - by_seed[r["seed"]] for r in rows if r["seed"] in by_seed]
+    from edit_lab.claims_stragglers import seed_differences
+
+    d = [-x for x in seed_differences({r["seed"]: r["val"] for r in rows}, {r["seed"]: r["val"] for r in against})]
     if not d or rows is against:
         return "–"
     return f"{statistics.fmean(d):+.3f} ({sum(x < 0 for x in d)}/{len(d)} lower)"

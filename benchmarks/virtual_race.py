@@ -52,6 +52,7 @@ def race(replicas: int, seeds: list[int], budget: float, profile: str, costs_dir
     """Every method x seed on the virtual clock for `budget` virtual seconds: one row per run, and the cost
     model's figures (a step, a whole-model collective across the link, A-EDiT's period)."""
     from edit_lab import RunConfig, launch
+    from edit_lab.comm import LinkModel
     from edit_lab.virtual import costs_for
 
     slow = tuple(range(replicas - max(1, replicas // 8), replicas))
@@ -61,8 +62,6 @@ def race(replicas: int, seeds: list[int], budget: float, profile: str, costs_dir
     costs = costs_for(cfg)
     step_s = costs.step_s
     cfg = cfg.replace(sync_period=BASE["sync_interval"] * step_s)  # A-EDiT's T_sync: τ fast steps
-    from edit_lab.comm import LinkModel
-
     link_s = LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s).transfer_time(costs.model_bytes)
     figures = {"step_ms": round(1e3 * step_s, 2), "own_compute_ms": round(1e3 * costs.stretched_s, 2),
                "model_mb": round(costs.model_bytes / 1e6, 3), "link_ms_per_model": round(1e3 * link_s, 2),
@@ -85,9 +84,9 @@ def race(replicas: int, seeds: list[int], budget: float, profile: str, costs_dir
 
 def paired(rows: list[dict], a: str, b: str) -> dict:
     """a against b seed by seed: the mean of b − a (positive: a lower) and the seeds where a was lower."""
-    va = {r["seed"]: r["val"] for r in rows if r["method"] == a}
-    vb = {r["seed"]: r["val"] for r in rows if r["method"] == b}
-    d = [vb[s] - va[s] for s in va if s in vb]
+    from edit_lab.claims_stragglers import seed_differences
+
+    d = seed_differences(*({r["seed"]: r["val"] for r in rows if r["method"] == m} for m in (a, b)))
     return {"mean_lower": round(statistics.mean(d), 4) if d else None, "lower_in": sum(1 for x in d if x > 0),
             "seeds": len(d)}
 

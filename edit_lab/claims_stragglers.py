@@ -236,9 +236,15 @@ def benchmark(name: str, method: str, key: str = "val", mesh: str = "2x2", strag
             if r["mesh"] == mesh and r["straggler"] == straggler and r["method"] == method}
 
 
+def seed_differences(a: dict[int, float], b: dict[int, float]) -> list[float]:
+    """b − a for every seed both have (seed -> loss), in a's order: positive where a ended lower. The seed moves
+    every method's loss together, by more than the methods differ, so losses are compared seed by seed."""
+    return [b[s] - a[s] for s in a if s in b]
+
+
 def paired(a: dict[int, float], b: dict[int, float]) -> str:
     """How far a's loss is below b's, seed by seed: the mean difference and in how many seeds a was lower."""
-    d = [b[s] - a[s] for s in a if s in b]
+    d = seed_differences(a, b)
     if not d:
         return "not in this checkout"
     m = statistics.mean(d)
