@@ -220,6 +220,10 @@ class RunConfig:
     penalty_stay_ratio: float = knob(1.3, "kappa_s: a flagged replica stays out while a unit of it is above kappa_s "
                                      "times its peers' median (0: no; with penalty_peers)", section=S_PENALTY,
                                      checked_by="penalty")
+    penalty_weighting_rule: str | None = knob(
+        None, "the source of a Python function fn(norms, temperature, anomalous) -> one weight per replica, run on "
+        "every rank instead of the softmax weights (edit_lab.rules; None: the library's softmax_weights)",
+        section=S_PENALTY, checked_by="penalty")
     # --- A-EDiT ---
     sync_period: float = knob(1.0, "T_sync, seconds of wall clock between syncs (aedit: at most timeout_s/2)",
                               section=S_AEDIT, gt=0.0, finite=True)

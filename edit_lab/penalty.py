@@ -40,6 +40,11 @@ class PenaltyValueError(ValueError):
         super().__init__(f"{field}={value!r} is not allowed: {allowed}")
 
 
+def _first_line(source: str) -> str:
+    """A rule's first line, to name it in a refusal without printing all its source."""
+    return source.strip().splitlines()[0] + " …" if isinstance(source, str) and source.strip() else repr(source)
+
+
 def _is_number(v: Any) -> bool:
     return not isinstance(v, bool) and isinstance(v, (int, float))
 
@@ -105,6 +110,7 @@ class PenaltyConfig:
     weight_per_step: bool = True  # the softmax weighs G·k̄/k (`step_scaled_norms`): rounds of unequal length
     peers: bool = True  # D11: judge each replica's norm relative to its peers', the whole replica at once
     stay_ratio: float = 1.3  # κ_s: a flagged replica stays out while a unit of it is above κ_s × its peers'
+    weighting_rule: str | None = None  # a reader's rule instead of the softmax (edit_lab.rules), as source
 
     @classmethod
     def of(cls, cfg: Any) -> "PenaltyConfig":
@@ -124,6 +130,14 @@ class PenaltyConfig:
                                self.min_rel_std)
         _check_positive("temperature", self.temperature, "T of the softmax weights")
         _check_positive("clip_norm", self.clip_norm, "phi, the largest norm of the aggregated pseudo-gradient")
+        if self.weighting_rule is not None:
+            from .rules import weighting_problem
+
+            if (why := weighting_problem(self.weighting_rule)) is not None:
+                raise PenaltyValueError("weighting_rule", _first_line(self.weighting_rule), why)
+            if not self.weighting:
+                raise PenaltyValueError("weighting_rule", _first_line(self.weighting_rule),
+                                        "None while weighting is off (a rule replaces the softmax weights)")
 
     def new_detector(self) -> AnomalyDetector:
         """A fresh detector with this configuration (one is needed per replica and unit)."""

@@ -23,9 +23,13 @@ def check_rank(answer: Any, replica: int = 2, shard: int = 1, shards: int = 4) -
     want = rank_of(replica, shard, shards)
     return judge_number(
         answer, want, what="a rank (a whole number)", whole=True,
-        hint="ranks are numbered replica by replica, shard index fastest: rank = replica·S + shard.",
-        why=(f"The ranks of replica r are r·S … r·S+S−1, so replica {replica} starts at rank "
-             f"{replica}·{shards} = {replica * shards}; its shard {shard} is {shard} rank(s) further on."),
+        hint=("in the first run (2 shards per replica) ranks 0 and 1 are replica 0, ranks 2 and 3 replica 1: "
+              f"continue that pattern with {shards} shards per replica."),
+        named=[(lambda got: got == shard * shards + replica and got != want,
+                "counts shard by shard (shard index slowest). In the mesh the ranks of one replica sit side "
+                "by side: the shard index runs fastest.")],
+        why=(f"Each replica's shard group is {shards} ranks side by side, replica 0 first. Find the first rank "
+             f"of replica {replica}'s group, then move along it to shard {shard}."),
         right=(f"Correct: rank {want} = {replica}·{shards} + {shard}. Its shard group is ranks "
                f"{replica * shards}…{replica * shards + shards - 1}."))
 

@@ -69,14 +69,19 @@ def check_softmax_function(fn: Callable[[Sequence[float], float, Sequence[bool]]
 def check_first_armed_step(answer: Any, warmup: int = 4, interval: int = 2, arming: int = 4) -> CheckResult:
     """First sync step at which the detector (arming period `arming` syncs) may call an outlier."""
     want = first_armed_step(warmup, interval, arming)
-    syncs = [warmup + k * interval for k in range(1, arming + 2)]
     return judge_number(
         answer, want, what="a step number (a whole number)", whole=True,
-        hint=("list the sync steps: W+τ, W+2τ, …; each updates the detector once, and it needs E values before "
-              "it judges one."),
-        why=(f"The syncs are at steps {', '.join(map(str, syncs))}, … (step {warmup} only creates the anchors and "
-             f"feeds no detector). The first {arming} syncs fill the history; the one after them is the first that "
-             f"is judged."),
+        hint=("list the sync steps (the first comes τ steps after W); each updates the detector once, and it "
+              "needs E values before it judges one."),
+        named=[(lambda got: got == warmup + arming * interval,
+                "is the sync that puts the E-th value into the history: at that sync the detector is still "
+                "filling, so it judges the next one."),
+               (lambda got: got == warmup + (arming - 1) * interval,
+                "counts step W as a sync that feeds the detector: at W the replicas only create their anchors."),
+               (lambda got: got in (warmup + arming, arming * interval) and got != want,
+                "counts steps (or leaves W out); the detector counts syncs, and syncs start after the warm-up.")],
+        why=("The warm-up step W only creates the anchors and feeds no detector; each later sync adds one value "
+             "to the history. Count the syncs that fill it, then take the one after them."),
         right=(f"Correct: step {want} = W + (E+1)·τ = {warmup} + {arming + 1}·{interval}. Before it, z is 0 and "
                f"nothing can be an outlier (a NaN or infinite norm excepted)."))
 
@@ -93,3 +98,88 @@ def check_clip_factor(answer: Any, norm: float = 20.0, clip_norm: float = 10.0) 
              f"is multiplied by {clip_norm:g}/{norm:g} (a norm below φ would be left alone: factor 1)."),
         right=(f"Correct: {clip_norm:g}/({norm:g} + 1e-6) ≈ {want:.7f}. The direction is kept, only the "
                f"length is bounded, and it is the aggregate that is clipped, not each replica's Δ."))
+
+
+def weights_against_the_softmax(table: Any, temperature: float, weight_per_step: bool) -> list[dict]:
+    """Per sync and unit of a run's `penalty_table`: the weights the ranks applied, and what the library's
+    softmax gives for the very norms, steps and anomaly decisions that sync recorded.
+
+    Recomputed from the run's own records, so a rule is judged on the inputs it really got, at every sync, and
+    no second run is needed: a rule whose weights differ changes every later norm, which a comparison of two
+    runs could not tell from a legitimate difference.
+    """
+    from ..penalty import softmax_weights, step_scaled_norms
+
+    out = []
+    for (step, unit), rows in table.groupby(["step", "unit"], sort=True):
+        rows = rows.sort_values("replica")
+        norms = [float(g) for g in rows["G"]]
+        steps = [int(k) for k in rows["steps"]]
+        judged = step_scaled_norms(norms, steps) if weight_per_step else norms
+        anomalous = [bool(a) for a in rows["outlier"]]
+        out.append({"step": int(step), "unit": int(unit), "norms": judged, "anomalous": anomalous,
+                    "applied": [float(w) for w in rows["weight"]],
+                    "softmax": softmax_weights(judged, temperature, anomalous)})
+    return out
+
+
+def _named_mistake(applied: list[float], softmax: list[float], norms: list[float], anomalous: list[bool]) -> str:
+    """What a rule that disagrees with the softmax seems to do, read from one sync's weights."""
+    kept = [i for i, a in enumerate(anomalous) if not a]
+    if any(applied[i] > 0 for i, a in enumerate(anomalous) if a):
+        return "A flagged replica got a weight: an outlier's must be 0."
+    if len(kept) > 1 and max(applied[i] for i in kept) - min(applied[i] for i in kept) < 1e-12:
+        return "Every replica got the same weight: that is weighting switched off, the norms are not used."
+    order = sorted(kept, key=lambda i: norms[i])
+    if len(order) > 1 and applied[order[0]] < applied[order[-1]]:
+        return "The larger norm got the larger weight: the softmax is of −G/T, so the replica that moved less counts more."
+    if abs(math.fsum(applied) - 1.0) > 1e-6:
+        return f"The weights add up to {math.fsum(applied):.4g}, not 1."
+    return "The weights are not the softmax's: w_r = exp(−G_r/T) / Σ_s exp(−G_s/T) over the replicas not flagged."
+
+
+def check_weighting_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
+    """Run the reader's weighting rule on every rank of a real EDiT run, and judge it by that run's records.
+
+    `fn(norms, temperature, anomalous)` is shipped to the ranks as source (`edit_lab.rules`, the RunConfig field
+    `penalty_weighting_rule`) and replaces `softmax_weights` at every sync of a run of `base` written to `out`
+    (overwritten). Right: at every sync and unit the weights the ranks applied equal the softmax of that sync's
+    recorded norms within 1e-9. Wrong: the first sync where they differ, both weight vectors and what the rule
+    seems to do. A rule that cannot run is refused before any process starts, or ends the run with the rank that
+    failed; either is said, never raised.
+    """
+    from ..config import ConfigError
+    from ..launch import WorkerError, launch
+    from ..rules import RuleError, rule_source
+    from ..analysis import penalty_table
+
+    if (refused := not_a_function(fn, "fn(norms, temperature, anomalous) -> one weight per replica")) is not None:
+        return refused
+    try:
+        source = rule_source(fn)
+        cfg = base.replace(penalty_weighting_rule=source, out=str(out))
+        run = launch(cfg, overwrite=True)
+    except (RuleError, ConfigError) as e:
+        return not_yet(f"the run was refused before any process started: {short_error(e, 400)}")
+    except WorkerError as e:
+        last = [line for line in e.traceback.strip().splitlines() if line.strip()][-1:] or ["?"]
+        return not_yet(f"your rule failed on rank {e.rank} during the run: {last[0][:300]}")
+    except Exception as e:  # noqa: BLE001 - a check never raises at a student
+        return not_yet(f"the run did not finish: {short_error(e, 300)}")
+    table = penalty_table(run)
+    if table.empty:
+        return not_yet("the run recorded no sync, so nothing judged your rule: give `base` a few syncs "
+                       "(steps > warmup_steps + sync_interval) and the penalty on.")
+    syncs = weights_against_the_softmax(table, cfg.penalty_temperature, cfg.penalty_weight_per_step)
+    worst = max(max(abs(a - b) for a, b in zip(s["applied"], s["softmax"])) for s in syncs)
+    for s in syncs:
+        if max(abs(a - b) for a, b in zip(s["applied"], s["softmax"])) > 1e-9:
+            fmt = lambda ws: "[" + ", ".join(f"{w:.4f}" for w in ws) + "]"  # noqa: E731
+            return not_yet(f"at step {s['step']}, unit {s['unit']}, with norms {fmt(s['norms'])} (flagged "
+                           f"{s['anomalous']}), the ranks applied your weights {fmt(s['applied'])}; the softmax "
+                           f"gives {fmt(s['softmax'])}. {_named_mistake(s['applied'], s['softmax'], s['norms'], s['anomalous'])}")
+    loss = run.summary.get("final_val_loss")
+    trained = f"; the run trained to a validation loss of {loss:.3f}" if isinstance(loss, float) else ""
+    return correct(f"Correct: your rule ran on all {cfg.world_size} ranks and weighted {len(syncs)} unit syncs "
+                   f"({table['step'].nunique()} syncs × {table['unit'].nunique()} units) exactly as the softmax "
+                   f"(largest difference {worst:.1e}){trained}.")

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from .. import rules
 from ..comm import Handle
 from ..exchanges import COLUMN, DECISION_FIELDS, Decision
 from ..norms import squared_norm
@@ -56,6 +57,9 @@ class EDiTMethod(LocalSGDMethod):
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)
         self.penalty = penalty_config(cfg)
+        # the reader's weighting rule (edit_lab.rules), compiled once on every rank, or the library's softmax
+        self.weigh = (rules.weighting(self.penalty.weighting_rule) if self.penalty.weighting_rule is not None
+                      else None)
         # every replica's detectors on every rank ([replica][unit]): all fed the same gathered numbers (D11)
         self.detectors: list[list[AnomalyDetector]] = [[self.penalty.new_detector() for _ in range(engine.n_units)]
                                                        for _ in range(self.mesh.replicas)]
@@ -157,8 +161,11 @@ class EDiTMethod(LocalSGDMethod):
             if self.penalty.weight_per_step:
                 norms = step_scaled_norms(norms, [int(k) for k in self.decisions[:, u, COLUMN.steps].tolist()])
             anomalous = [bool(x) for x in self.decisions[:, u, COLUMN.outlier].tolist()]
-            self.weights.append(softmax_weights(norms, self.penalty.temperature, anomalous,
-                                                enabled=self.penalty.weighting))
+            if self.weigh is not None:
+                self.weights.append(self.weigh(norms, self.penalty.temperature, anomalous))
+            else:
+                self.weights.append(softmax_weights(norms, self.penalty.temperature, anomalous,
+                                                    enabled=self.penalty.weighting))
 
     def decide(self, judge: bool) -> None:
         """The anomaly decisions of this sync (`penalty.decide_sync`) written into the gathered decisions.

@@ -14,12 +14,14 @@ import ast
 import importlib
 import inspect
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import edit_lab.exercises as exercises
+from edit_lab import RunConfig
 from edit_lab.exercises import CheckResult, compare_prediction, compare_yes_no
 from edit_lab.verdict import FAIL, PASS, parse
 
@@ -34,6 +36,9 @@ REQUIRED: dict[str, dict[str, Any]] = {
     "check_prediction_cheaper": {"edit_ms": 12.5, "diloco_ms": 30.0,             # 04: exposed ms, the setting
                                  "setting": "tiny, 4×64 tokens, 20 MB/s + 2 ms"},
     "check_prediction_same_bits": {"same": True},                                # 07: torchrun vs launch()
+    # 05: a real run of the notebook's base; every bad answer here is refused before any process starts
+    "check_weighting_in_a_run": {"base": RunConfig(method="edit", model="nano", steps=4),
+                                 "out": Path(tempfile.gettempdir()) / "edit-lab-never-raise"},
 }
 
 # What every falsy verdict line starts with (never a verdict symbol of edit_lab.verdict).

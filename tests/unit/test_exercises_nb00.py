@@ -20,7 +20,10 @@ def test_check_rank(capsys):
     assert check_rank(9)
     assert check_rank(3, replica=1, shard=1, shards=2)
     capsys.readouterr()
-    _not_yet(capsys, check_rank(6), "6 is too low", "replica 2 starts at rank")  # shard·R + replica: transposed
+    out = _not_yet(capsys, check_rank(6), "shard by shard")  # shard·S + replica: the mesh read transposed
+    out += _not_yet(capsys, check_rank(5), "5 is too low", "first rank of replica 2's group")
+    out += _not_yet(capsys, check_rank(11), "11 is too high")
+    assert "9" not in out and "2·4" not in out and "8" not in out  # neither the rank nor the group's start
     _not_yet(capsys, check_rank(9.5), "not a whole number")
 
 

@@ -64,8 +64,13 @@ def test_check_first_armed_step(capsys):
     assert check_first_armed_step(12, arming=3)
     assert check_first_armed_step(10 + 11 * 10, warmup=10, interval=10, arming=10)
     capsys.readouterr()
-    _not_yet(capsys, check_first_armed_step(12), "too low", "only creates the anchors")  # the anchor step counted
-    _not_yet(capsys, check_first_armed_step(6), "too low")
+    # the named wrong answers say what was miscounted, and no wrong answer lists the syncs up to 14
+    out = _not_yet(capsys, check_first_armed_step(12), "E-th value", "judges the next one")  # the filling sync
+    out += _not_yet(capsys, check_first_armed_step(10), "counts step W as a sync")
+    out += _not_yet(capsys, check_first_armed_step(8), "counts steps")
+    out += _not_yet(capsys, check_first_armed_step(6), "too low", "only creates the anchors")
+    out += _not_yet(capsys, check_first_armed_step(20), "too high")
+    assert "14" not in out and "6, 8" not in out
 
 
 def test_exercise_defaults_are_the_notebooks_and_the_labs():
