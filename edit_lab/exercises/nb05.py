@@ -10,7 +10,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import CheckResult, correct, judge_number, not_a_function, not_yet, read_numbers, short_error, show
+from . import (CheckResult, correct, judge_number, not_a_function, not_answered, not_yet, read_numbers, short_error,
+               show)
 
 
 def first_armed_step(warmup: int, interval: int, arming: int) -> int:
@@ -155,6 +156,12 @@ def check_weighting_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
 
     if (refused := not_a_function(fn, "fn(norms, temperature, anomalous) -> one weight per replica")) is not None:
         return refused
+    try:
+        if fn([1.0, 2.0], 1.0, [False, False]) is None:
+            return not_answered("write the function of exercise 1 first (it still returns None); this check then "
+                                "runs it on every rank of a real run.")
+    except Exception:  # noqa: BLE001 - a rule that raises is refused below, with its reason
+        pass
     try:
         source = rule_source(fn)
         cfg = base.replace(penalty_weighting_rule=source, out=str(out))

@@ -91,3 +91,13 @@ def test_the_rule_is_recorded_with_the_run(tmp_path):
     assert run.config.penalty_weighting_rule.startswith("def equal_weights(norms, temperature, anomalous):")
     weights = {round(p["weight"], 12) for p in run.penalty if p.get("kind", "penalty") == "penalty"}
     assert weights == {0.5}
+
+
+def test_the_shipped_exercise_is_not_answered_yet_and_launches_nothing(tmp_path, capsys):
+    def my_softmax_weights(norms, temperature, anomalous):
+        return None  # your code
+
+    result = check_weighting_in_a_run(my_softmax_weights, base(), tmp_path / "run")
+    assert not result and result.state == "not answered yet"
+    assert capsys.readouterr().out.startswith("Not answered yet. Hint: write the function of exercise 1 first")
+    assert not (tmp_path / "run").exists()
