@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import CheckResult, correct, judge_number, not_a_function, not_yet, short_error, show
+from . import CheckResult, correct, judge_number, not_a_function, not_answered, not_yet, short_error, show
 
 
 def nesterov_first_step(lr: float, momentum: float) -> float:
@@ -86,10 +86,10 @@ def check_outer_step(fn: Any, lr: float = 0.7, momentum: float = 0.8) -> CheckRe
         return all(torch.allclose(g, w, atol=1e-6) for g, w in zip(got, path))
 
     if not same(want):
-        if same(trajectory(False, momentum)):
-            return not_yet("that is heavy-ball momentum fed Δ̄: b ← μ·b + Δ̄, a ← a − lr·b (CO2's outer step is "
-                           "heavy-ball too, fed a − x̄ = Δ̄ − lr·b). Nesterov looks ahead once more: after "
-                           "b ← μ·b + Δ̄, a ← a − lr·(Δ̄ + μ·b).")
+        if same(trajectory(False, momentum)):  # the notebook's shipped step
+            return not_answered("this is still heavy-ball momentum fed Δ̄: b ← μ·b + Δ̄, a ← a − lr·b (CO2's outer "
+                                "step is heavy-ball too, fed a − x̄ = Δ̄ − lr·b). Nesterov looks ahead once more: "
+                                "after b ← μ·b + Δ̄, a ← a − lr·(Δ̄ + μ·b).")
         if same(trajectory(False, 0.0)):
             return not_yet(f"that is plain SGD on Δ̄ (no momentum): the anchor moves by lr·Δ̄, "
                            f"{lr:g}× Δ̄ on the first "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import CheckResult, correct, is_whole, not_a_function, not_yet, read_numbers, short_error, show
+from . import CheckResult, correct, is_whole, not_a_function, not_answered, not_yet, read_numbers, short_error, show
 
 
 def sync_group(rank: int, shards: int, replicas: int) -> list[int]:
@@ -44,9 +44,10 @@ def check_sync_group_fn(fn: Any) -> CheckResult:
             if got == want:
                 continue
             shard_group = [rank // shards * shards + s for s in range(shards)]
-            if got == shard_group:
-                return not_yet(f"for rank {rank} on S={shards} × R={replicas} you gave its shard group {got} (the "
-                               f"ranks of its own replica); the sync group is the same shard in every replica: {want}.")
+            if got == shard_group:  # the notebook's shipped body
+                return not_answered(f"for rank {rank} on S={shards} × R={replicas} this gives its shard group {got} "
+                                    f"(the ranks of its own replica); the sync group is the same shard in every "
+                                    f"replica: {want}.")
             return not_yet(f"for rank {rank} on S={shards} × R={replicas} you gave {got}; the mesh says {want} "
                            f"(rank = replica·S + shard).")
     return correct("Correct on every rank of five meshes: the same list as edit_lab.mesh.Mesh.sync_group_ranks().")

@@ -50,3 +50,31 @@ def parameterize(path: Path, out_dir: Path, parameters: dict[str, Any]) -> Path:
     out = out_dir / path.name
     nbformat.write(nb, str(out))
     return out
+
+
+#: How long a notebook's path may be (words of markdown before its Summary), issue 25: the lesson a reader
+#: goes through in one sitting; what goes beyond it sits after the Summary, under "Going further".
+PATH_WORDS_MAX = 1500
+
+
+def path_words(path: Path) -> dict[str, int]:
+    """Words of markdown on a notebook's path (every markdown cell before the one that opens `## Summary`)
+    and after it (the Summary, "Going further"), with its counts of cells, predictions and exercises.
+
+    A word is a run of non-space characters, so markup (`**`, `|` of a table) counts where it stands
+    apart: the same count a reader's `wc -w` of the markdown gives.
+    """
+    import re
+
+    cells = json.loads(Path(path).read_text())["cells"]
+    out = {"path": 0, "after": 0, "cells": len(cells), "predictions": 0, "exercises": 0}
+    after = False
+    for c in cells:
+        src = "".join(c["source"])
+        if c["cell_type"] == "markdown":
+            after = after or src.lstrip().startswith("## Summary")
+            out["after" if after else "path"] += len(re.findall(r"\S+", src))
+            out["exercises"] += len(re.findall(r"\*\*Exercise \d", src))
+        elif re.search(r"^\w*predict\w*\s*=\s*(None|\{)", src, re.M):
+            out["predictions"] += 1
+    return out

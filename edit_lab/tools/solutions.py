@@ -262,6 +262,28 @@ def score_of(executed: dict, solutions: Solutions, test_parameters: bool) -> Sco
     return Score(name, lines[j].strip(), passed, total, checks, allowed, failed)
 
 
+def shipped_problems(executed: dict, notebook: str) -> list[str]:
+    """What is wrong with the score a student's notebook, run as shipped (no answer written), printed.
+
+    Every check must say "not answered yet", or "correct" for the exercises that pass as shipped (a working
+    default the student changes and watches); "not yet right" would be a verdict against an answer nobody
+    wrote. A notebook without a `score();` cell (08, whose check cell counts right diagnoses) has nothing to
+    read here; one with it must list at least one check and print its score line.
+    """
+    cells = executed.get("cells", [])
+    if not any(SCORE_CELL in cell_source(c) for c in cells if c.get("cell_type") == "code"):
+        return []
+    i = find_line(cells, SCORE_CELL, notebook)
+    text = "".join(cell_source({"source": o.get("text", "")}) for o in cells[i].get("outputs", [])
+                   if o.get("output_type") == "stream")
+    checks = [(c.group(1), c.group(2)) for line in text.splitlines() if (c := CHECK_LINE.match(line))]
+    problems = [f"{notebook}: {check} says {state!r} with no answer written" for check, state in checks
+                if state not in ("not answered yet", "correct")]
+    if not checks or not re.search(SCORE_PATTERN, text):
+        problems.append(f"{notebook}: the score cell lists no check or no score line: {text[-300:]!r}")
+    return problems
+
+
 def execute(written: Path, out_dir: Path, test_parameters: bool) -> tuple[Score, float]:
     """Run a written notebook with papermill in out_dir; its score."""
     from .notebooks import execute as run_notebook

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from edit_lab.tools.notebooks import ROOT, execute, notebooks
+from edit_lab.tools.notebooks import PATH_WORDS_MAX, ROOT, execute, notebooks, path_words
 from edit_lab.tools.notebooks import test_parameters as small_parameters
+from edit_lab.tools.solutions import shipped_problems
 from edit_lab.verdict import notebook_verdicts
 
 NBS = notebooks()
@@ -122,6 +123,8 @@ def test_runs_under_papermill(nb, tmp_path):
     # every claim about the run printed as a verdict holds; a timing claim may not on a busy machine, and says so
     crosses = [line for _, ok, timing, line in notebook_verdicts(data) if not ok and not timing]
     assert not crosses, crosses
+    # as shipped, no answer is written: every check of the score says "not answered yet" (issue 25)
+    assert not shipped_problems(data, nb.name), shipped_problems(data, nb.name)
 
 
 LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|href=\"([^\"]+)\"")
@@ -159,3 +162,22 @@ def test_the_link_finder_sees_markdown_links_and_anchors():
         p = Path(d) / "00_x.ipynb"
         p.write_text(json.dumps({"cells": [cell]}))
         assert _relative_links(p) == ["../docs/edit-method.md#4", "01_x.ipynb", "a.md"]
+
+
+@pytest.mark.parametrize("nb", NBS, ids=lambda p: p.stem)
+def test_the_path_is_lean(nb):
+    """Issue 25: the path up to the Summary reads in one sitting; the rest sits under "Going further"."""
+    words = path_words(nb)
+    assert words["path"] <= PATH_WORDS_MAX, \
+        f"{nb.name}: {words['path']} words of markdown before the Summary (at most {PATH_WORDS_MAX}): " \
+        f"move what goes beyond the lesson after the Summary, under '## Going further'"
+
+
+def test_path_words_counts_before_and_after_the_summary(tmp_path):
+    cells = [{"cell_type": "markdown", "source": ["# 09 · A title\n", "**Exercise 1 (do).** two more"]},
+             {"cell_type": "code", "source": ["predict_x = None  # a guess"]},
+             {"cell_type": "markdown", "source": ["## Summary\n", "- one | two"]},
+             {"cell_type": "markdown", "source": ["## Going further"]}]
+    nb = tmp_path / "09_x.ipynb"
+    nb.write_text(json.dumps({"cells": cells}))
+    assert path_words(nb) == {"path": 10, "after": 9, "cells": 4, "predictions": 1, "exercises": 1}

@@ -30,14 +30,20 @@ CHROMIUM_ARGS = [
 VIEWPORT = {"width": 1400, "height": 1300}  # tall enough for the whole StragglerLab panel
 
 
-#: The notebooks the browser tests run top to bottom through JupyterLab's menus (every cell, with its
-#: small test parameters, failing on any error output): when these tests are part of a session and
-#: chromium is there, tests/notebooks does not execute them a second time (tests/conftest.py).
-NOTEBOOKS_RUN_IN_BROWSER = ("00_welcome.ipynb", "04_layerwise_sync_and_prefetch.ipynb",
-                            "05_pseudo_gradient_penalty.ipynb", "06_stragglers_and_aedit.ipynb")
-#: Which test file of this folder runs which of them.
-RUN_IN_BROWSER_BY = {"test_notebooks_in_browser.py": NOTEBOOKS_RUN_IN_BROWSER[:3],
-                     "test_straggler_panel.py": NOTEBOOKS_RUN_IN_BROWSER[3:]}
+#: Which test file of this folder runs which notebooks top to bottom through JupyterLab's menus (every cell,
+#: with its small test parameters, failing on any error output, then readability-checked at both viewports).
+#: When these tests are part of a session and chromium is there, tests/notebooks does not execute them a
+#: second time under papermill (tests/conftest.py).
+RUN_IN_BROWSER_BY = {
+    "test_notebooks_in_browser.py": ("00_welcome.ipynb", "04_layerwise_sync_and_prefetch.ipynb",
+                                     "05_pseudo_gradient_penalty.ipynb"),
+    "test_straggler_panel.py": ("06_stragglers_and_aedit.ipynb",),
+}
+#: The other notebooks, through JupyterLab only on request (`make test-ui-course`, test_course_in_browser.py):
+#: inside `make test` they made it 836 s instead of about 620 s on 2 cores (two workers running browser
+#: tests side by side, each with its notebook's 4-rank runs), so there they run under papermill.
+COURSE_IN_BROWSER = ("01_synchronous_data_parallel.ipynb", "02_local_sgd_and_diloco.ipynb",
+                     "03_sharding_meets_local_sgd.ipynb", "07_scaling_out.ipynb", "08_capstone.ipynb")
 
 
 def find_chromium() -> str | None:

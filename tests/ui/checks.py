@@ -6,6 +6,7 @@ run them side by side; each file starts its own JupyterLab server and chromium (
 
 from __future__ import annotations
 
+from edit_lab.tools.solutions import shipped_problems
 from edit_lab.verdict import notebook_verdicts
 
 from .notebook_page import NotebookPage
@@ -28,8 +29,9 @@ _FIGURE_JS = """
 
 
 def run_all_and_check(nb: NotebookPage) -> dict:
-    """Run All Cells from the menu; no error on the page, every figure and widget the kernel sent drawn, and no
-    ✗ printed for a claim that is not a timing (`edit_lab.verdict`)."""
+    """Run All Cells from the menu; no error on the page, every figure and widget the kernel sent drawn, no
+    ✗ printed for a claim that is not a timing (`edit_lab.verdict`), and the score cell saying "not answered
+    yet" for every check (`solutions.shipped_problems`)."""
     nb.screenshot("opened")
     nb.run_all(RUN_ALL_TIMEOUT_S)
     nb.screenshot("after-run-all")
@@ -42,6 +44,8 @@ def run_all_and_check(nb: NotebookPage) -> dict:
     # every claim about the run that is not a timing holds, as under papermill (tests/notebooks)
     crosses = [f"cell {i}: {line}" for i, ok, timing, line in notebook_verdicts(saved) if not ok and not timing]
     assert not crosses, f"{nb.name} printed claims its own run did not show:\n" + "\n".join(crosses)
+    unanswered = shipped_problems(saved, nb.name)  # no answer written: every check "not answered yet"
+    assert not unanswered, "\n".join(unanswered)
     return saved
 
 

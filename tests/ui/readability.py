@@ -297,6 +297,11 @@ def set_file_browser(page: Any, want_open: bool) -> None:
             time.sleep(0.1)
 
 
+#: How long the figures' sizes must stay the same before a check reads them. Plotly relayouts once per
+#: resize, in one pass; half a second without a change is well past it, even on a busy 2-core machine.
+SETTLED_S = 0.5
+
+
 def settle(page: Any, timeout_s: float = 10.0) -> None:
     """Wait until the figures stop changing size (plotly relayouts after a resize, asynchronously)."""
     sizes_js = "() => Array.from(document.querySelectorAll(%r)).map((p) => { const s = p.querySelector('.main-svg'); " \
@@ -305,11 +310,11 @@ def settle(page: Any, timeout_s: float = 10.0) -> None:
     deadline = time.monotonic() + timeout_s
     last, same_since = None, time.monotonic()
     while time.monotonic() < deadline:
-        time.sleep(0.25)
+        time.sleep(0.1)
         now = page.evaluate(sizes_js)
         if now != last:
             last, same_since = now, time.monotonic()
-        elif time.monotonic() - same_since >= 1.0:
+        elif time.monotonic() - same_since >= SETTLED_S:
             return
 
 
@@ -371,7 +376,8 @@ def controls_problems(page: Any, where: str) -> tuple[list[str], int]:
 def check_page(nb: Any, viewports: tuple[str, ...] = tuple(VIEWPORTS), shots: bool = True) -> tuple[list[str], dict]:
     """Every figure (every tab of every widget Tab too) and every control of `nb`, at each viewport.
 
-    Returns (problems, counts); screenshots of each viewport go to the test's artifacts.
+    Returns (problems, counts); screenshots go to the test's artifacts: each viewport's panels, and every tab
+    and cell figure at the narrowest (the first of `viewports`), where a problem shows first.
     """
     page = nb.page
     problems: list[str] = []
@@ -387,7 +393,7 @@ def check_page(nb: Any, viewports: tuple[str, ...] = tuple(VIEWPORTS), shots: bo
                 settle(page, 5)
                 name = tabs.nth(t).inner_text().strip()
                 problems += figure_problems(page, f"{vp}, tab {name!r}", bars.nth(b).locator("xpath=.."))
-                if shots:
+                if shots and vp == viewports[0]:  # every tab as the narrowest reader sees it
                     view_shot(nb, f"{vp}-tab-{name}", bars.nth(b))
         found, n_sliders = controls_problems(page, vp)
         problems += found

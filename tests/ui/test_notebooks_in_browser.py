@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import pytest
 
-from .browser import NOTEBOOKS_RUN_IN_BROWSER
+from .browser import RUN_IN_BROWSER_BY
 from .checks import assert_readable, drawn_plotly_outputs, figure_state, run_all_and_check
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-WELCOME, PREFETCH, PENALTY, _ = NOTEBOOKS_RUN_IN_BROWSER
+WELCOME, PREFETCH, PENALTY = RUN_IN_BROWSER_BY["test_notebooks_in_browser.py"]
 
 
 def test_welcome_notebook_runs_and_draws(open_notebook):

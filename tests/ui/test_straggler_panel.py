@@ -11,13 +11,13 @@ import pytest
 
 from edit_lab.widgets import FIGURES, StragglerLab
 
-from .browser import NOTEBOOKS_RUN_IN_BROWSER
+from .browser import RUN_IN_BROWSER_BY
 from .checks import PANEL_RUN_TIMEOUT_S, assert_readable, drawn_plotly_outputs, figure_state, run_all_and_check
 from .notebook_page import NotebookPage
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow, pytest.mark.timeout(1200)]
 
-STRAGGLERS = NOTEBOOKS_RUN_IN_BROWSER[-1]
+(STRAGGLERS,) = RUN_IN_BROWSER_BY["test_straggler_panel.py"]
 
 
 def _slow_factor_control() -> tuple[str, float]:

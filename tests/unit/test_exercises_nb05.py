@@ -41,8 +41,9 @@ def _naive(norms, t, anomalous):  # right but for the underflow: exp(-1000) is 0
 
 
 def test_check_softmax_function(capsys):
-    assert not check_softmax_function(lambda n, t, a: None)
-    assert "Not yet" in capsys.readouterr().out
+    shipped = check_softmax_function(lambda n, t, a: None)  # the body the notebook ships
+    assert not shipped and shipped.state == "not answered yet"
+    assert capsys.readouterr().out.startswith("Not answered yet. Hint: your function still returns None")
     assert check_softmax_function(_shifted)
     capsys.readouterr()
     _not_yet(capsys, check_softmax_function(_naive), "1000 and 1001", "underflows")  # exp(-1000) underflows: 0/0

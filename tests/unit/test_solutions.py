@@ -208,3 +208,20 @@ def test_the_score_line_is_read_and_only_a_listed_miss_is_forgiven():
     cell = 'verdicts = {}\nprint(f"{sum(verdicts.values())} of 3 right")'
     assert sol.score_of(executed(cell, "mystery A: … is right.\n3 of 3 right\n"), capstone, False).ok
     assert not sol.score_of(executed(cell, "2 of 3 right\n"), capstone, False).ok
+
+
+def _score_cell(text: str) -> dict:
+    return {"cells": [{"cell_type": "code", "source": "from edit_lab.exercises import score\n\nscore();",
+                       "outputs": [{"output_type": "stream", "name": "stdout", "text": text}]}]}
+
+
+def test_a_shipped_notebook_scores_every_check_as_not_answered_yet():
+    """The student's side of the score cell (issue 25): as shipped, a check may say "not answered yet" or, for an
+    exercise whose shipped code works, "correct"; a verdict against an answer nobody wrote is a problem."""
+    fine = "  check_a  not answered yet\n  check_b  correct\nScore: 1 of 2 checks passed; the lines above say which.\n"
+    assert sol.shipped_problems(_score_cell(fine), "09_x.ipynb") == []
+    wrong = sol.shipped_problems(_score_cell("  check_a  not yet right\nScore: 0 of 1 checks passed; …\n"), "09_x")
+    assert wrong == ["09_x: check_a says 'not yet right' with no answer written"]
+    empty = sol.shipped_problems(_score_cell("No check has run in this kernel yet: run the exercise cells\n"), "09_x")
+    assert len(empty) == 1 and "lists no check" in empty[0]
+    assert sol.shipped_problems({"cells": [{"cell_type": "code", "source": "x = 1", "outputs": []}]}, "08_x") == []
