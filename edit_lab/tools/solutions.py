@@ -232,6 +232,17 @@ class Score:
         return self.line is not None and not self.failed
 
 
+def printed(cell: dict) -> str:
+    """What an executed code cell printed (its stream outputs, joined)."""
+    return "".join(cell_source({"source": o.get("text", "")}) for o in cell.get("outputs", [])
+                   if o.get("output_type") == "stream")
+
+
+def check_lines(text: str) -> list[tuple[str, str]]:
+    """The (check, state) lines `exercises.score()` printed in `text`."""
+    return [(c.group(1), c.group(2)) for line in text.splitlines() if (c := CHECK_LINE.match(line))]
+
+
 def score_of(executed: dict, solutions: Solutions, test_parameters: bool) -> Score:
     """Read the score cell's printed lines; a check that did not pass fails unless MAY_MISS allows it."""
     name = solutions.notebook
@@ -239,15 +250,14 @@ def score_of(executed: dict, solutions: Solutions, test_parameters: bool) -> Sco
         i = find_line(executed["cells"], solutions.score_cell, name)
     except SolutionsError as e:
         return Score(name, None, 0, 0, [], [], [str(e)])
-    text = "".join(cell_source({"source": o.get("text", "")}) for o in executed["cells"][i].get("outputs", [])
-                   if o.get("output_type") == "stream")
+    text = printed(executed["cells"][i])
     lines = text.splitlines()
     found = [(j, m) for j, line in enumerate(lines) if (m := re.search(solutions.score_pattern, line))]
     if not found:
         return Score(name, None, 0, 0, [], [], [f"{name}: no score line in the score cell's output: {text[-300:]!r}"])
     j, m = found[-1]
     passed, total = int(m.group(1)), int(m.group(2))
-    checks = [(c.group(1), c.group(2)) for line in lines if (c := CHECK_LINE.match(line))]
+    checks = check_lines(text)
     allowed, failed = [], []
     for check, state in checks:
         if state == "correct":
@@ -274,9 +284,8 @@ def shipped_problems(executed: dict, notebook: str) -> list[str]:
     if not any(SCORE_CELL in cell_source(c) for c in cells if c.get("cell_type") == "code"):
         return []
     i = find_line(cells, SCORE_CELL, notebook)
-    text = "".join(cell_source({"source": o.get("text", "")}) for o in cells[i].get("outputs", [])
-                   if o.get("output_type") == "stream")
-    checks = [(c.group(1), c.group(2)) for line in text.splitlines() if (c := CHECK_LINE.match(line))]
+    text = printed(cells[i])
+    checks = check_lines(text)
     problems = [f"{notebook}: {check} says {state!r} with no answer written" for check, state in checks
                 if state not in ("not answered yet", "correct")]
     if not checks or not re.search(SCORE_PATTERN, text):
