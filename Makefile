@@ -33,11 +33,26 @@ help: ## list the targets
 	@echo "Targets (each creates $(VENV) if it is missing):"
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-zA-Z_-]+):.*## (.*)/  make \1\t\2/' | expand -t 20
 
+# uv installs what pip would (the same versions, compared once with `pip freeze`) in about 20 s instead of
+# about 110 s on 2 cores. pip still fetches torch's wheel: it knows where a machine keeps its wheels and reads
+# TORCH_PIP_ARGS; uv installs that file, then the project. INSTALLER=pip installs with pip alone.
+INSTALLER ?= uv
+TORCH_WHEEL_DIR = $(VENV)/torch-wheel
+
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+ifeq ($(INSTALLER),pip)
 	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install '$(TORCH_SPEC)' $(TORCH_PIP_ARGS)
 	$(PY) -m pip install -e '.[lab,test]'
+else
+	$(PY) -m pip install -q uv
+	rm -rf $(TORCH_WHEEL_DIR)
+	$(PY) -m pip download -q --no-deps --only-binary :all: -d $(TORCH_WHEEL_DIR) '$(TORCH_SPEC)' $(TORCH_PIP_ARGS)
+	$(PY) -m uv pip install --no-cache --python $(PY) $(TORCH_WHEEL_DIR)/*.whl
+	$(PY) -m uv pip install --no-cache --python $(PY) -e '.[lab,test]'
+	rm -rf $(TORCH_WHEEL_DIR)
+endif
 	@touch $(STAMP)
 
 install: $(STAMP) ## create the venv and install edit_lab with the lab and test extras
