@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,8 +51,10 @@ def _crc_file(path: Path) -> int:
 
 
 def save(run_dir: Path, sync_index: int, rank: int, world_size: int, state: dict[str, Any],
-         meta: dict[str, Any]) -> Path:
-    """Every rank calls this at the same sync; returns the final folder (complete only after rank 0 renames)."""
+         meta: dict[str, Any], barrier: Callable[[], None] = dist.barrier) -> Path:
+    """Every rank calls this at the same sync; returns the final folder (complete only after rank 0 renames).
+
+    `barrier`: the run's (`Comm.barrier`: torch.distributed's, or the virtual clock's fabric)."""
     final = checkpoint_dir(run_dir, sync_index)
     tmp = final.with_name(final.name + ".tmp")
     tmp.mkdir(parents=True, exist_ok=True)
@@ -59,7 +62,7 @@ def save(run_dir: Path, sync_index: int, rank: int, world_size: int, state: dict
     torch.save(state, part)
     os.replace(part, tmp / f"rank{rank}.pt")
     (tmp / f"rank{rank}.step").write_text(str(state["step"]))
-    dist.barrier()
+    barrier()
     if rank == 0:
         files = {f"rank{r}.pt": {"bytes": (tmp / f"rank{r}.pt").stat().st_size, "crc32": _crc_file(tmp / f"rank{r}.pt")}
                  for r in range(world_size)}
@@ -71,7 +74,7 @@ def save(run_dir: Path, sync_index: int, rank: int, world_size: int, state: dict
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
-    dist.barrier()
+    barrier()
     return final
 
 

@@ -86,6 +86,20 @@ def steps_of(run: Run) -> list[int]:
 
 
 # ------------------------------------------------------------------------------------ who waits, who trains
+def steps_text(steps: list[int]) -> str:
+    """Steps per replica as a reader takes them in: the list for a few replicas, runs of equal counts for many
+    ('replicas 0–62: 18, replica 63: 14' rather than 64 numbers)."""
+    if len(steps) <= 8:
+        return str(steps)
+    parts, start = [], 0
+    for i in range(1, len(steps) + 1):
+        if i == len(steps) or steps[i] != steps[start]:
+            who = f"replica {start}" if i - 1 == start else f"replicas {start}–{i - 1}"
+            parts.append(f"{who}: {steps[start]}")
+            start = i
+    return ", ".join(parts)
+
+
 def stops(run: Run, replica: int = 0) -> int:
     """The replica's meetings with the others after warm-up: one per round (sync: one per step)."""
     t = rounds_table(run)
@@ -116,7 +130,7 @@ def fast_trains_more(aedit: Run, factor: float) -> Verdict:
     steps = steps_of(aedit)
     ratio = steps[0] / max(steps[-1], 1)
     return verdict("under A-EDiT the fast replica trains more steps than the slow one", steps[0] > steps[-1] + 1,
-                   f"steps {steps}: {ratio:.2f}× (the straggler is {factor:g}× slower)", why_not=SHORT)
+                   f"steps {steps_text(steps)}: {ratio:.2f}× (the straggler is {factor:g}× slower)", why_not=SHORT)
 
 
 def waits_less(aedit: Run, edit: Run) -> Verdict:
@@ -384,7 +398,7 @@ def same_steps_every_seed(runs: dict[str, Sequence[Run]]) -> Verdict:
     trains the same steps on every replica, and only the loss moves with the seed."""
     differ = [name for name, rs in runs.items() if any(steps_of(r) != steps_of(rs[0]) for r in rs)]
     return verdict("on the virtual clock every seed of a method trains the same steps per replica", not differ,
-                   "; ".join(f"{n} {steps_of(rs[0])}" for n, rs in runs.items()) + (
+                   "; ".join(f"{n} {steps_text(steps_of(rs[0]))}" for n, rs in runs.items()) + (
                        f" (differ: {', '.join(differ)})" if differ else ""),
                    why_not="a step whose cost depends on the data (random pauses are seeded per seed)")
 

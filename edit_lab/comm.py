@@ -176,6 +176,12 @@ class Comm:
             after()
         return t
 
+    def barrier(self) -> None:
+        """Every rank of the world reaches this point before any goes on (a checkpoint's files are all
+        written). Not recorded: it moves no data."""
+        if self.mesh.world_size > 1:
+            self.backend.barrier()
+
     # ------------------------------------------------------------------ the device rule
     def _check_device(self, op: str, kind: str, group: str, *tensors: torch.Tensor) -> None:
         """Refuse a tensor that is not on `self.device`: NCCL would (only CUDA tensors), gloo on a CPU-only

@@ -414,10 +414,6 @@ class RunConfig:
         if self.fault_rank >= 0 and self.fault_kind in ("kill", "hang"):
             bad("fault_kind", "raise or nan with clock='virtual' (every rank is a thread of this process: kill and "
                 "hang would take the caller with it)")
-        if self.checkpoint_every:
-            bad("checkpoint_every", "0 with clock='virtual' (checkpoints are not written on the virtual clock yet)")
-        if self.resume is not None:
-            bad("resume", "None with clock='virtual' (resuming is not supported on the virtual clock yet)")
         if self.clock_costs is not None and not Path(self.clock_costs).exists():
             bad("clock_costs", "a run directory or a costs JSON that exists, or None")
 

@@ -209,7 +209,10 @@ class Fabric:
         self.cfg, self.model = cfg, model
         self.world = cfg.world_size
         self.clocks = [VirtualClock(model) for _ in range(self.world)]
-        self.cond = threading.Condition()
+        lock = threading.RLock()
+        self.cond = threading.Condition(lock)  # guards the fabric's state
+        # one condition per rank on the same lock: a token pass wakes the rank it names, not every waiting rank
+        self.wakes = [threading.Condition(lock) for _ in range(self.world)]
         self.turn: int | None = None
         self.finished: set[int] = set()
         self.waiting: dict[int, Collective | None] = {r: None for r in range(self.world)}
@@ -224,7 +227,7 @@ class Fabric:
         """Give the token to the runnable rank with the smallest virtual time (ties: the lowest rank)."""
         if self.failure is not None:
             self.turn = None
-            self.cond.notify_all()
+            self._wake_all()
             return
         best = None
         for r in range(self.world):
@@ -241,11 +244,18 @@ class Fabric:
             self.failure = (first, "deadlock on the virtual clock: every unfinished rank waits on a collective some "
                                    f"member never issued; (group, kind, arrived) per waiting rank: {stuck}")
         self.turn = None if best is None else best[1]
-        self.cond.notify_all()
+        if self.turn is None:
+            self._wake_all()
+        else:
+            self.wakes[self.turn].notify()
+
+    def _wake_all(self) -> None:
+        for w in self.wakes:
+            w.notify_all()
 
     def _await_turn(self, rank: int) -> None:
         while self.turn != rank and self.failure is None:
-            self.cond.wait()
+            self.wakes[rank].wait()
         if self.failure is not None:
             raise PeerLost(f"rank {rank} stopped: rank {self.failure[0]} failed")
 
@@ -297,7 +307,7 @@ class Fabric:
             if (coll.op, coll.kind) != (op, kind):
                 raise RuntimeError(f"collective {n} of group {gkey}: rank {rank} issued {op} {kind!r}, another member "
                                    f"{coll.op} {coll.kind!r} (the ranks' programs diverged)")
-            coll.parts[rank] = (inp.detach().clone(), out, self.clocks[rank].t)
+            coll.parts[rank] = (None if inp is None else inp.detach().clone(), out, self.clocks[rank].t)
             if len(coll.parts) == len(members):
                 del self.open[(gkey, n)]
                 self._complete(gkey, coll)
@@ -306,6 +316,10 @@ class Fabric:
     def _complete(self, gkey: tuple, coll: Collective) -> None:
         import torch
 
+        start = max(max(p[2] for p in coll.parts.values()), self.free_at[gkey])
+        if coll.op == "barrier":  # no data and no cost: everyone leaves when the last one arrived
+            coll.done_at = self.free_at[gkey] = start
+            return
         with torch.no_grad():
             ins = [coll.parts[m][0] for m in coll.members]
             if coll.op == "all_gather":
@@ -325,7 +339,6 @@ class Fabric:
                         coll.parts[m][1].copy_(acc[i * k:(i + 1) * k])
                 else:
                     raise NotImplementedError(f"the virtual clock has no {coll.op}")
-        start = max(max(p[2] for p in coll.parts.values()), self.free_at[gkey])
         done = start + self.model.collective(coll.group, coll.kind, coll.nbytes)
         self.free_at[gkey] = done
         if coll.group == "sync":
@@ -378,6 +391,12 @@ class RankBackend:
 
     def all_reduce(self, t: Any, op: Any = None, group: str = "world", async_op: bool = True) -> VirtualWork:
         return self._arrive("all_reduce", group, t, t, t.numel() * t.element_size())
+
+    def barrier(self) -> None:
+        """Every rank of the world arrives; each leaves at the last arrival's virtual time."""
+        f, rank = self.fabric, self.mesh.rank
+        coll = f.arrive(rank, ("barrier",), list(range(self.mesh.world_size)), "barrier", "barrier", 0, None, None)
+        f.clocks[rank].advance_to(f.block(rank, coll))
 
     def broadcast(self, t: Any, src: int, group: str = "world") -> None:
         raise NotImplementedError("broadcast is not used on the virtual clock (there is no start to agree on)")

@@ -135,7 +135,7 @@ class Trainer:
     def save_checkpoint(self, next_step: int) -> None:
         with self.log.span("checkpoint", next_step=next_step, sync=self.syncs_done):
             checkpoint.save(Path(self.cfg.out), self.syncs_done, self.mesh.rank, self.mesh.world_size,
-                            self.state_dict(next_step), {"config": self.cfg.to_dict()})
+                            self.state_dict(next_step), {"config": self.cfg.to_dict()}, barrier=self.comm.barrier)
 
     def state_dict(self, next_step: int) -> dict:
         return {"step": next_step, "rank": self.mesh.rank, "replica": self.mesh.replica,

@@ -22,6 +22,16 @@ from .colors import replica_color, run_colors
 from .layout import SUBPLOT_TITLE_PX, keep_corner_ticks_apart, legend_below, title_layout, title_text, top_margin
 
 
+def seconds_title(runs: Sequence[object]) -> str:
+    """The time axis's title: a virtual run's seconds are its cost model's, never this machine's."""
+    clocks = {r.config.clock for r in runs}
+    if clocks == {"virtual"}:
+        return "virtual seconds since the start (the cost model's)"
+    if "virtual" in clocks:
+        return "seconds since the start (each run's own clock: see its label)"
+    return "seconds since the start"
+
+
 def loss_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None = None,
                 per_replica: bool = False, title: str | None = None) -> go.Figure:
     """Train (lines) and validation (markers) loss of every run, vs step (left) and vs seconds (right)."""
@@ -30,7 +40,8 @@ def loss_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None 
         return budget_loss_figure(rs, labels, title)
     names = run_labels(rs, labels)
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.05,
-                        subplot_titles=("against inner steps", "against wall-clock time"))
+                        subplot_titles=("against inner steps", "against virtual time" if {r.config.clock for r in rs} == {"virtual"}
+                                        else "against wall-clock time"))
     for name, r, color in zip(names, rs, run_colors([r.config.method for r in rs])):
         m = metrics_table(r)
         groups: list[tuple[str, object, str]] = []
@@ -60,7 +71,7 @@ def loss_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None 
                                                        "<extra></extra>",
                                          meta={"role": "val", "run": name}), row=1, col=col)
     fig.update_xaxes(title_text="inner step", row=1, col=1)
-    fig.update_xaxes(title_text="seconds since the start", row=1, col=2)
+    fig.update_xaxes(title_text=seconds_title(rs), row=1, col=2)
     fig.update_yaxes(title_text="cross-entropy loss (nats/token)", row=1, col=1)
     keep_corner_ticks_apart(fig)
     head = title or ("Loss: " + (names[0] if len(names) == 1 else f"{len(names)} runs"))
@@ -98,7 +109,7 @@ def budget_loss_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] 
     head = title or ("Validation loss against time: " + (names[0] if len(names) == 1 else f"{len(names)} runs"))
     text = title_text(head, "the model the replicas agree on, validated every few seconds; "
                             "◆ after the final sync; dotted: the time budget")
-    fig.update_xaxes(title_text="seconds since the start", rangemode="tozero")
+    fig.update_xaxes(title_text=seconds_title(rs), rangemode="tozero")
     fig.update_yaxes(title_text="validation loss (nats/token)")
     keep_corner_ticks_apart(fig)  # second 0 and the lowest loss meet in the corner (they touched by 3 px)
     fig.update_layout(title=title_layout(text), template="plotly_white", height=420 + 22 * len(names),

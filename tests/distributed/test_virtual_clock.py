@@ -156,3 +156,26 @@ def test_calibrating_a_virtual_run_gives_back_its_costs(tmp_path):
     k = calibrate(run)
     assert k.fwd_s == pytest.approx((2e-3,) * 3, abs=1e-9) and k.bwd_s == pytest.approx((3e-3,) * 3, abs=1e-9)
     assert k.other_s == pytest.approx(1e-3, abs=1e-9) and k.sync_latency_s == pytest.approx(5e-3, abs=1e-9)
+
+
+@pytest.mark.parametrize("method", ["edit", "sync"])
+def test_a_failed_virtual_run_resumes_bit_for_bit(tmp_path, method):
+    """Checkpoints on the virtual clock (the fabric's barrier stands for torch.distributed's): a run that fails at
+    step 11 after its checkpoints resumes from the newest one into exactly the uninterrupted run's model and
+    losses, and its clock restarts at 0 as a resumed real run's does."""
+    import torch
+
+    kw = dict(method=method, shards=2, replicas=2, steps=14, eval_every=7)
+    full = virtual(tmp_path, "full", **kw)
+    with pytest.raises(WorkerError):
+        virtual(tmp_path, "failed", checkpoint_every=1, fault_rank=1, fault_step=11, fault_kind="raise", **kw)
+    ckpts = sorted((tmp_path / "failed" / "checkpoints").glob("sync-*"))
+    assert ckpts and all((c / "manifest.json").exists() for c in ckpts), ckpts
+    resumed = virtual(tmp_path, "resumed", resume=str(tmp_path / "failed"), **kw)
+    assert resumed.syncs[0]["kind"] == "resume" and resumed.syncs[0]["step"] <= 11
+    a, b = full.state_dict(), resumed.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert full.train_losses() == resumed.train_losses() and full.val_losses() == resumed.val_losses()
+    assert resumed.summary["clock"] == "virtual"
+    first = min(e["t0"] for e in resumed.events if e["kind"] == "compute_fwd")
+    assert 0.0 <= first < 0.05  # the resumed session's clock starts again at 0

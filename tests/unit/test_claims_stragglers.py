@@ -189,3 +189,9 @@ def test_seed_table_means_and_spreads(examples):
     assert t.loc["edit", "val loss spread"] == 0 and t.loc["edit", "tokens/s spread"] == 0
     assert t.loc["aedit", "steps per replica"] == cs.steps_of(aedit)
     assert 0 < t.loc["aedit", "share of the bound"] <= 1.0 + 1e-9
+
+
+def test_steps_per_replica_read_as_runs_of_equal_counts():
+    assert cs.steps_text([30, 30, 15]) == "[30, 30, 15]"
+    assert cs.steps_text([18] * 63 + [14]) == "replicas 0–62: 18, replica 63: 14"
+    assert cs.steps_text([5] + [7] * 8 + [5]) == "replica 0: 5, replicas 1–8: 7, replica 9: 5"

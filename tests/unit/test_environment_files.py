@@ -76,7 +76,7 @@ def make_recipe(target: str) -> tuple[str, list[str]]:
             prerequisites = line.split(":", 1)[1].split("##")[0]
             recipe = []
             for body in lines[i + 1 :]:
-                if not body.startswith("\t"):
+                if not body.startswith("\t") and not re.match(r"^(ifeq|ifneq|else|endif)\b", body):
                     break
                 recipe.append(body.strip())
             return prerequisites, recipe
@@ -130,6 +130,18 @@ def test_make_test_runs_pytest_after_install() -> None:
 def test_make_installs_torch_before_the_project() -> None:
     """Otherwise pip resolves `torch>=2.4` itself and may pull a multi-GB CUDA build."""
     _, recipe = make_recipe("$(STAMP)")
-    torch_line = next(i for i, line in enumerate(recipe) if "$(TORCH_SPEC)" in line)
-    project_line = next(i for i, line in enumerate(recipe) if "pip install -e" in line)
-    assert torch_line < project_line
+    branches = [[]]  # the recipe's installers (INSTALLER=pip, the default uv): each must put torch first
+    for line in recipe:
+        if re.match(r"^(ifeq|ifneq|else|endif)\b", line):
+            branches.append([])
+        else:
+            branches[-1].append(line)
+    installers = [b for b in branches if any("-e '.[lab,test]'" in line for line in b)]
+    assert len(installers) == 2, recipe
+    for branch in installers:
+        torch_line = next(i for i, line in enumerate(branch) if "$(TORCH_SPEC)" in line)
+        project_line = next(i for i, line in enumerate(branch) if "-e '.[lab,test]'" in line)
+        assert torch_line < project_line, branch
+    uv = next(b for b in installers if any("uv pip install" in line for line in b))
+    wheel_line = next(i for i, line in enumerate(uv) if "uv pip install" in line and "$(TORCH_WHEEL_DIR)" in line)
+    assert wheel_line < next(i for i, line in enumerate(uv) if "-e '.[lab,test]'" in line)

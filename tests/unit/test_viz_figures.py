@@ -242,3 +242,36 @@ def test_the_budget_loss_figure_keeps_its_corner_ticks_apart():
 
     fig = budget_loss_figure(example_runs())
     assert fig.layout.xaxis.ticklabelstandoff >= 4 and fig.layout.yaxis.ticklabelstandoff >= 4
+
+
+def test_the_time_axis_says_whose_seconds_it_counts(tmp_path):
+    """A virtual run's seconds are the cost model's: its loss figures say so on the axis (issue 24, item 7)."""
+    import json
+    import shutil
+
+    from edit_lab import Run
+    from edit_lab.examples import example_runs
+    from edit_lab.viz.losses import budget_loss_figure, loss_figure
+
+    real = example_runs()[0]
+    copy = tmp_path / "virtual-copy"
+    shutil.copytree(real.path, copy)
+    cfg = json.loads((copy / "config.json").read_text())
+    cfg["clock"] = "virtual"
+    (copy / "config.json").write_text(json.dumps(cfg))
+    virtual = Run(copy)
+    assert virtual.config.clock == "virtual" and real.config.clock == "wall"
+    def time_axis(fig) -> str:
+        (title,) = [ax.title.text for ax in fig.select_xaxes() if "seconds" in (ax.title.text or "")]
+        return title
+
+    for figure in (budget_loss_figure, loss_figure):  # the example has a time budget: loss_figure hands it on
+        assert time_axis(figure([real])) == "seconds since the start"
+        assert time_axis(figure([virtual])).startswith("virtual seconds")
+        assert "each run's own clock" in time_axis(figure([real, virtual]))
+    no_budget = tmp_path / "no-budget"
+    shutil.copytree(copy, no_budget)
+    cfg["time_budget"] = None
+    (no_budget / "config.json").write_text(json.dumps(cfg))
+    fig = loss_figure([Run(no_budget)])  # the two-panel figure: steps, and seconds
+    assert time_axis(fig).startswith("virtual seconds") and fig.layout.annotations[1].text == "against virtual time"
