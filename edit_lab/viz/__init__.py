@@ -6,6 +6,7 @@ One module per figure family, one colour table for all of them:
     penalty_figure(run)                     EDiT's per-unit outlier, weight and clip decisions
     straggler_figure([run_a, run_b])        tokens/s, waiting and local steps against the capacity bound
     rounds_figure([sync, edit, aedit])      one time axis, a row per replica: local steps, waiting, syncs
+    step_split_figure({"A": a, "B": b}, 7) where one step went per replica of each run: compute, straggling, blocked
     loss_figure([run_a, run_b])             loss against steps and against seconds
     memory_figure(run)                      bytes per rank of parameters, optimizer and method state
     write_html(figs, "page.html")           standalone HTML; write_trace(run) for Perfetto
@@ -24,9 +25,11 @@ from .losses import budget_loss_figure, loss_figure
 from .memory import memory_figure
 from .penalty import penalty_figure
 from .rounds import round_blocks, round_marks, rounds_figure
+from .step_split import step_split_figure, step_split_table
 from .stragglers import straggler_figure
 from .timeline import timeline_figure
 
 __all__ = ["budget_loss_figure", "figures_html", "kind_color", "kind_label", "loss_figure", "memory_figure",
-           "penalty_figure", "round_blocks", "round_marks", "rounds_figure", "straggler_figure", "timeline_figure",
+           "penalty_figure", "round_blocks", "round_marks", "rounds_figure", "step_split_figure", "step_split_table",
+           "straggler_figure", "timeline_figure",
            "trace_dict", "write_html", "write_trace"]

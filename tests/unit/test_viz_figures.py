@@ -275,3 +275,24 @@ def test_the_time_axis_says_whose_seconds_it_counts(tmp_path):
     (no_budget / "config.json").write_text(json.dumps(cfg))
     fig = loss_figure([Run(no_budget)])  # the two-panel figure: steps, and seconds
     assert time_axis(fig).startswith("virtual seconds") and fig.layout.annotations[1].text == "against virtual time"
+
+
+def test_where_a_step_went_per_replica(fake):
+    """The step-split figure's numbers on the hand-built run (tests/unit/viz_fake_run.py's durations)."""
+    from edit_lab.viz.step_split import step_split_figure, step_split_table
+
+    ms = lambda s: pytest.approx(1e3 * s)  # noqa: E731
+    sync = step_split_table(fake, 3).set_index("replica")
+    for rep in (0, 1):  # a sync step: decisions and three unit syncs, each sync_reduce exposed SR_EXP
+        row = sync.loc[rep]
+        assert row["compute_ms"] == ms(F.UNITS * (F.FWD + F.BWD) + F.OPT + F.UNITS * F.OUTER)
+        assert row["blocked_ms"] == ms(F.DEC + F.UNITS * F.SR_EXP) and row["straggle_ms"] == 0
+        assert row["step_ms"] == pytest.approx(row["compute_ms"] + row["blocked_ms"] + row["rest_ms"])
+    slow = step_split_table(fake, 2).set_index("replica")
+    assert slow.loc[1, "straggle_ms"] == ms(F.STRAGGLE) and slow.loc[0, "straggle_ms"] == 0
+    assert slow.loc[0, "blocked_ms"] == 0  # no sync-group collective at step 2
+    fig = step_split_figure({"A": fake, "B": fake}, 3)
+    assert fig.layout.meta["bars"] == ["A · replica 0", "A · replica 1", "B · replica 0", "B · replica 1"]
+    blocked = next(t for t in fig.data if t.meta["part"] == "blocked_ms")
+    assert list(blocked.x) == [ms(F.DEC + F.UNITS * F.SR_EXP)] * 4
+    assert len({t.marker.color for t in fig.data}) == 4  # one colour per meaning
