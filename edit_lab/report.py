@@ -85,7 +85,7 @@ def build_report(run: Run) -> str:
         ("Stragglers and throughput", straggler_figure(run)),
     ]
     if run.penalty:
-        figs.append(("Penalty decisions", penalty_figure(run)))
+        figs.append(("Penalty decisions", penalty_figure(run, units="all")))
     figs.append(("Memory per rank", memory_figure(run)))
     kinds = comm_split(run, by=("kind", "group"), steps=(0, steps - 1))
     body = [

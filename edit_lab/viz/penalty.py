@@ -1,6 +1,8 @@
 """Penalty decisions of EDiT's sync: per unit and sync, who was an outlier and how much each replica weighed.
 
-One column per unit (the penalty is per layer), four rows sharing the sync step as x axis:
+One column per unit (the penalty is per layer), four rows sharing the sync step as x axis. By default two
+units: the two with the most outlier flags (ties: the lower unit), so the figure carries one message; every
+unit with `units="all"` (the report and the panels' explorer views).
 
 1. G, each replica's pseudo-gradient norm (log scale when norms span orders of magnitude);
 2. z, the detector's score (how many σ the judged value lies above the detector's EWMA mean μ̂: by
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import Literal
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -38,8 +41,21 @@ def _unit_name(u: int) -> str:
     return "unit 0 (root)" if u == 0 else f"unit {u} (block {u - 1})"
 
 
-def penalty_figure(run: RunLike, units: Iterable[int] | None = None, title: str | None = None) -> go.Figure:
-    """The penalty's decisions of `run` for `units` (default: all units with records).
+#: How many units the figure shows by default (`default_units`).
+DEFAULT_UNITS = 2
+
+
+def default_units(df) -> list[int]:
+    """The units a penalty figure shows by default: the `DEFAULT_UNITS` with the most outlier flags, ties
+    broken by the lower unit (with no flag at all: the first ones), in unit order."""
+    flags = df.groupby("unit")["outlier"].sum()
+    ranked = sorted((int(u) for u in flags.index), key=lambda u: (-int(flags[u]), u))
+    return sorted(ranked[:DEFAULT_UNITS])
+
+
+def penalty_figure(run: RunLike, units: Iterable[int] | Literal["all"] | None = None,
+                   title: str | None = None) -> go.Figure:
+    """The penalty's decisions of `run` for `units` (default: `default_units`, the two most flagged; "all").
 
     `fig.layout.meta` holds the number of outlier markers and the units shown.
     """
@@ -48,7 +64,9 @@ def penalty_figure(run: RunLike, units: Iterable[int] | None = None, title: str 
     head = title or f"Penalty decisions of {run_label(r)}"
     if df.empty:
         return empty_figure(head, f"no penalty records: method {r.config.method!r} has no pseudo-gradient penalty")
-    shown = sorted(df["unit"].unique()) if units is None else [u for u in units if u in set(df["unit"])]
+    every = sorted(int(u) for u in df["unit"].unique())
+    shown = (every if units == "all" else default_units(df) if units is None
+             else [u for u in units if u in set(df["unit"])])
     if not shown:
         return empty_figure(head, "no penalty records for the chosen units")
     fig = make_subplots(rows=4, cols=len(shown), shared_xaxes=True, vertical_spacing=0.06,
@@ -132,7 +150,10 @@ def penalty_figure(run: RunLike, units: Iterable[int] | None = None, title: str 
     peers = bool(getattr(r.config, "penalty_peers", False)) and r.config.replicas > 1
     judged = ("z of G per step over its peers' median; a replica flagged on one unit is out of all, and stays out "
               "while a unit of it is above κ_s × its peers'; " if peers else "")
-    text = title_text(head, f"one column per unit; red ✕ = outlier, its Δ is zeroed and weighs 0; {judged}dashed: "
+    which = ("every unit" if len(shown) == len(every) else
+             f"units {', '.join(map(str, shown))} of {len(every)}" + (" (the most flagged; units='all' for every unit)"
+                                                                   if units is None else ""))
+    text = title_text(head, f"{which}, one column each; red ✕ = outlier, its Δ is zeroed and weighs 0; {judged}dashed: "
                             f"threshold δ·f, f = max(1, std of the detector's last E z-scores){note}")
     fig.update_annotations(font_size=SUBPLOT_TITLE_PX)  # the column titles
     fig.update_layout(

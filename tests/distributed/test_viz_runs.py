@@ -173,7 +173,7 @@ def test_hidden_time_is_the_intersection_of_communication_and_compute(edit_run):
 
 # ---------------------------------------------------------------- penalty, stragglers, losses, memory
 def test_penalty_figure_marks_the_recorded_outliers(edit_run):
-    fig = penalty_figure(edit_run)
+    fig = penalty_figure(edit_run, units="all")
     records = edit_run.penalty
     assert len(records) == len({p["step"] for p in records}) * (1 + 2) * edit_run.config.replicas
     outliers = sorted((p["step"], p["unit"], p["replica"]) for p in records if p["outlier"])

@@ -31,7 +31,7 @@ def _role(fig, role):
 
 # ---------------------------------------------------------------- penalty
 def test_penalty_outliers_where_the_records_say(fake):
-    fig = penalty_figure(fake)
+    fig = penalty_figure(fake, units="all")
     records = [p for p in fake.penalty if p["outlier"]]
     assert fig.layout.meta["outliers"] == len(records) == 1
     for panel in ("G", "z"):
@@ -44,7 +44,7 @@ def test_penalty_outliers_where_the_records_say(fake):
 
 
 def test_penalty_weights_stack_and_clip(fake):
-    fig = penalty_figure(fake)
+    fig = penalty_figure(fake, units="all")
     weights = _role(fig, "weight")
     assert len(weights) == F.UNITS * F.R
     assert fig.layout.barmode == "stack"
@@ -63,6 +63,12 @@ def test_penalty_weights_stack_and_clip(fake):
 
 
 def test_penalty_unit_choice_and_empty(fake, no_penalty):
+    # by default the two most flagged units (issue 25: one message per figure): unit 1 holds the one outlier,
+    # then the tie between units 0 and 2 (no flag) goes to the lower
+    two = penalty_figure(fake)
+    assert two.layout.meta["units"] == [0, 1] and two.layout.meta["outliers"] == 1
+    assert "units 0, 1 of 3 (the most flagged; units='all' for every unit)" in two.layout.title.text
+    assert "every unit, one column each" in penalty_figure(fake, units="all").layout.title.text
     one = penalty_figure(fake, units=[2])
     assert one.layout.meta["units"] == [2] and one.layout.meta["outliers"] == 0
     empty = penalty_figure(no_penalty)
