@@ -6,6 +6,7 @@ computation in view and the figure code out of it.
 
     sync_straggler_figure(2.0)              01: synchronous steps with one replica ×2 slower, idealised
     sync_schedule_figure({10: "gggAS…"})    02: which steps warm up, create anchors, sync, for each τ
+    layerwise_sync_figure(4, 1.0, 1.0)      04: EDiT's sync unit by unit, with prefetch off and on, idealised
     mesh_figure(meshes)                     03: the S × R mesh, shard groups as rows, sync groups as columns
     shard_layout_figure(layouts, names)     03: each unit as one flat buffer cut into S shards, with padding
     outer_state_figure(P, S, bytes)         03: anchor + momentum per rank, 2·P/S against 2·P, and the runs
@@ -20,7 +21,7 @@ import plotly.graph_objects as go
 
 from ..mesh import Mesh
 from ..sharding import UnitLayout
-from .layout import legend_below
+from .layout import legend_below, title_layout, title_text, top_margin
 
 COMPUTE, BLOCKED = "#1F77B4", "#D62728"
 BYTES_PER_VALUE = 4  # float32
@@ -46,6 +47,74 @@ def sync_straggler_figure(slow_factor: float, steps: int = 3) -> go.Figure:
     fig.update_layout(barmode="overlay", template="plotly_white", height=260, yaxis=dict(autorange="reversed"),
                       title=f"Idealised: sync with one replica ×{slow_factor:g} slower (dotted: the all-reduce, every step)",
                       xaxis=dict(title="time, in healthy steps"), legend=legend_below(), margin=dict(b=40))
+    return fig
+
+
+SYNC_LINK = "#17BECF"  # the timeline's sync_reduce colour
+
+
+def layerwise_schedule(units: int, compute: float, transfer: float, prefetch: bool) -> dict[str, list]:
+    """EDiT's sync step in the forward pass, idealised: `units` units, each `compute` long, each unit's sync
+    transfer `transfer` long on one link that carries one transfer at a time (the shard group's all-gathers
+    and everything but the forward are left out).
+
+    A unit computes once its transfer is done and the unit before it has computed. Without prefetch a unit's
+    transfer is issued when the rank reaches that unit; with prefetch the next unit's is issued too, so it
+    travels while this unit waits and computes. Returns intervals: `transfer`, `compute`, `blocked` (the rank
+    waiting, nothing to compute), each a list of (unit, start, end)."""
+    link_free, issued, done_compute = 0.0, {}, 0.0
+    out: dict[str, list] = {"transfer": [], "compute": [], "blocked": []}
+    ends: dict[int, float] = {}
+
+    def issue(u: int, at: float) -> None:
+        nonlocal link_free
+        if u >= units or u in issued:
+            return
+        start = max(at, link_free)
+        issued[u], ends[u], link_free = start, start + transfer, start + transfer
+        out["transfer"].append((u, start, start + transfer))
+
+    for u in range(units):
+        reach = done_compute
+        issue(u, reach)
+        if prefetch:
+            issue(u + 1, reach)
+        start = max(reach, ends[u])
+        if start > reach:
+            out["blocked"].append((u, reach, start))
+        out["compute"].append((u, start, start + compute))
+        done_compute = start + compute
+    return out
+
+
+def layerwise_sync_figure(units: int, compute: float, transfer: float) -> go.Figure:
+    """`layerwise_schedule` with prefetch off and on, one rank and its sync link each, time in units of compute."""
+    fig = go.Figure()
+    shown: set[str] = set()
+    ends = {}
+    for prefetch in (False, True):
+        sched = layerwise_schedule(units, compute, transfer, prefetch)
+        tag = "prefetch on" if prefetch else "prefetch off"
+        ends[tag] = max(e for _, _, e in sched["compute"])
+        rows = {"compute": f"{tag} · rank", "blocked": f"{tag} · rank", "transfer": f"{tag} · sync link"}
+        styles = {"compute": ("compute a unit", dict(color=COMPUTE)),
+                  "blocked": ("blocked: waiting for its sync", dict(color=BLOCKED, pattern_shape="/")),
+                  "transfer": ("a unit's sync transfer (sync_reduce)", dict(color=SYNC_LINK))}
+        for part, intervals in sched.items():
+            name, marker = styles[part]
+            fig.add_trace(go.Bar(y=[rows[part]] * len(intervals), x=[b - a for _, a, b in intervals],
+                                 base=[a for _, a, _ in intervals], orientation="h", marker=marker, name=name,
+                                 text=[f"u{u}" if part != "blocked" else "" for u, _, _ in intervals],
+                                 textposition="inside", insidetextanchor="middle", showlegend=part not in shown,
+                                 legendgroup=part, meta={"part": part, "prefetch": prefetch}))
+            shown.add(part)
+    text = title_text("Idealised: EDiT's sync step, unit by unit",
+                      f"{units} units, each transfer {transfer:g}× a unit's compute, one at a time on the link: the "
+                      f"forward ends at {ends['prefetch off']:g} without prefetch, at {ends['prefetch on']:g} with it")
+    fig.update_layout(barmode="overlay", template="plotly_white", height=330, yaxis=dict(autorange="reversed"),
+                      title=title_layout(text), autosize=True,
+                      xaxis=dict(title="time, in units of one unit's compute", rangemode="tozero"),
+                      legend=legend_below(), margin=dict(l=150, r=20, t=top_margin(text), b=40), meta={"ends": ends})
     return fig
 
 

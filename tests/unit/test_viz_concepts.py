@@ -118,3 +118,25 @@ def test_capacity_share_figure_one_panel_per_setting():
     assert fig.layout.yaxis.range == (0, 1.05) and fig.layout.title.text == "cluster"
     with pytest.raises(ValueError, match="share of capacity"):
         capacity_share_figure(pd.DataFrame(rows).drop(columns="share of capacity"), ("sync",), "cluster")
+
+
+@pytest.mark.parametrize("transfer", [0.5, 1.0, 2.0])
+def test_the_idealised_layerwise_sync(transfer):
+    """Without prefetch every transfer is waited for in full; with it only the first one, then the link or the
+    compute, whichever is slower, sets the pace (one transfer at a time)."""
+    from edit_lab.viz.concepts import layerwise_schedule, layerwise_sync_figure
+
+    units, c = 4, 1.0
+    off, on = (layerwise_schedule(units, c, transfer, p) for p in (False, True))
+    end = lambda s: max(e for _, _, e in s["compute"])  # noqa: E731
+    assert end(off) == pytest.approx(units * (c + transfer))
+    assert end(on) == pytest.approx(transfer + c + (units - 1) * max(c, transfer))
+    assert sum(b - a for _, a, b in off["blocked"]) == pytest.approx(units * transfer)
+    assert on["blocked"][0] == (0, 0.0, transfer)  # unit 0 has nothing to hide behind
+    for s in (off, on):  # the link carries one transfer at a time, each before its unit computes
+        spans = sorted((a, b) for _, a, b in s["transfer"])
+        assert all(b0 <= a1 + 1e-12 for (_, b0), (a1, _) in zip(spans, spans[1:]))
+        done = {u: b for u, _, b in s["transfer"]}
+        assert all(a >= done[u] - 1e-12 for u, a, _ in s["compute"])
+    fig = layerwise_sync_figure(units, c, transfer)
+    assert fig.layout.meta["ends"] == {"prefetch off": end(off), "prefetch on": end(on)}
