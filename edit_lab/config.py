@@ -240,6 +240,10 @@ class RunConfig:
                                     ge=0.0, le=1.0)
     random_pause_ms: float = knob(0.0, "length of such a pause, in milliseconds", section=S_LINK, ge=0.0,
                                   finite=True)
+    straggler_rule: str | None = knob(
+        None, "the source of a Python function fn(step, replica, compute_s) -> seconds that replica pauses after "
+        "that step (0: none), run on every rank after every step, on top of the stragglers above (edit_lab.rules; "
+        "None: no rule)", section=S_LINK)
     link_latency_ms: float = knob(0.0, "latency of the simulated sync-group link, in milliseconds (0 and bandwidth "
                                   "0: no simulation)", section=S_LINK, ge=0.0, finite=True)
     link_bandwidth_mb_s: float = knob(0.0, "bandwidth of the simulated sync-group link, in megabytes per second "
@@ -359,6 +363,12 @@ class RunConfig:
         if not all(isinstance(r, int) and not isinstance(r, bool) and 0 <= r < self.replicas
                    for r in self.straggler_replicas):
             bad("straggler_replicas", f"replica indices in 0..{self.replicas - 1}")
+        if self.straggler_rule is not None:
+            from .rules import straggler_problem  # no torch: the rule is called on a few inputs here
+
+            if (why := straggler_problem(self.straggler_rule)) is not None:
+                first = next((ln.strip() for ln in self.straggler_rule.splitlines() if ln.strip()), "")
+                raise ConfigError(f"straggler_rule={first[:80]!r} is not allowed: {why}")
         n_units = 1 + size.n_layers
         if len(set(self.spike_units)) != len(self.spike_units) or not all(
                 isinstance(u, int) and not isinstance(u, bool) and 0 <= u < n_units for u in self.spike_units):

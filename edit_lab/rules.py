@@ -5,10 +5,15 @@ cell lives in the kernel's `__main__`, which no other process can import or unpi
 plain data: it travels in the `RunConfig` (so `config.json` records what ran), every rank compiles it once,
 and a rule that cannot work is refused before any process starts, like every other knob.
 
-One rule is pluggable today: the penalty's **weighting** (`RunConfig.penalty_weighting_rule`, notebook 05's
-exercise), which replaces `penalty.softmax_weights` at every sync of EDiT and A-EDiT, on every rank. The
-rule is called with the library's own inputs (the norms, per step when `penalty_weight_per_step`, the
-temperature T and the anomaly decisions), so a rule equal to the softmax gives the library's run.
+Two rules are pluggable:
+- the penalty's **weighting** (`RunConfig.penalty_weighting_rule`, notebook 05's exercise), which replaces
+  `penalty.softmax_weights` at every sync of EDiT and A-EDiT, on every rank. The rule is called with the
+  library's own inputs (the norms, per step when `penalty_weight_per_step`, the temperature T and the anomaly
+  decisions), so a rule equal to the softmax gives the library's run;
+- a **straggler** kind (`RunConfig.straggler_rule`, notebook 06's exercise): `fn(step, replica, compute_s)`,
+  the seconds that replica pauses after that step, whose own compute took `compute_s` (0: no pause). Every
+  rank calls it after every step (`stragglers.StragglerModel.delay`, reason "rule"), on top of the consistent
+  and random stragglers; on the virtual clock `compute_s` is the calibrated compute of a step.
 """
 
 from __future__ import annotations
@@ -20,8 +25,10 @@ import textwrap
 from collections.abc import Callable, Sequence
 
 WEIGHTING_SIGNATURE = "fn(norms, temperature, anomalous) -> one weight per replica"
+STRAGGLER_SIGNATURE = "fn(step, replica, compute_s) -> seconds of pause (0 for none)"
 
 Weighting = Callable[[Sequence[float], float, Sequence[bool]], list[float]]
+Straggler = Callable[[int, int, float], float]
 
 
 class RuleError(ValueError):
@@ -94,4 +101,37 @@ def weighting_problem(source: str) -> str | None:
         rule([1.0, 2.0, 1.5], 1.0, [False, True, False])
     except Exception as e:  # noqa: BLE001 - whatever the reader's code raises is the reason
         return f"{WEIGHTING_SIGNATURE}; it fails: {type(e).__name__}: {e}"
+    return None
+
+
+def straggler(source: str) -> Straggler:
+    """The straggler rule as every rank calls it: its answer as a float, finite and >= 0 (0: no pause)."""
+    fn = load_rule(source, "straggler rule")
+
+    def pause_s(step: int, replica: int, compute_s: float) -> float:
+        got = fn(int(step), int(replica), float(compute_s))
+        if isinstance(got, bool) or got is None:
+            raise RuleError(f"the straggler rule returned {got!r}, not a number of seconds")
+        try:
+            out = float(got)
+        except (TypeError, ValueError) as e:
+            raise RuleError(f"the straggler rule returned {got!r}, not a number of seconds") from e
+        if not (math.isfinite(out) and out >= 0.0):
+            raise RuleError(f"the straggler rule returned {out}: a pause must be finite and >= 0 seconds")
+        return out
+
+    return pause_s
+
+
+def straggler_problem(source: str) -> str | None:
+    """Why the straggler rule cannot run (None when it can), found by calling it on a few steps of two replicas,
+    with and without compute, before any process starts."""
+    try:
+        rule = straggler(source)
+        for step in (0, 1, 2, 7):
+            for replica in (0, 1):
+                for compute_s in (0.0, 0.01, 0.25):
+                    rule(step, replica, compute_s)
+    except Exception as e:  # noqa: BLE001 - whatever the reader's code raises is the reason
+        return f"{STRAGGLER_SIGNATURE}; it fails: {type(e).__name__}: {e}"
     return None

@@ -10,9 +10,13 @@ Two kinds, as in the paper's experiments:
   sync). The pause comes after the inner optimizer, before the method's after-step hook (a DiLoCo or
   A-EDiT sync);
 - *random*: each step, each replica pauses `random_pause_ms` with probability `random_pause_prob`,
-  drawn from a generator seeded by (seed, replica, step), so a rerun pauses at the same steps.
+  drawn from a generator seeded by (seed, replica, step), so a rerun pauses at the same steps;
+- a *rule* of the reader's (`straggler_rule`, edit_lab.rules): `fn(step, replica, compute_s)` returns the
+  seconds to pause after that step, given the step's own compute as above; added to the other two.
 
-A pause is recorded as a `straggle` event so the timeline shows who held whom up.
+A pause is recorded as a `straggle` event so the timeline shows who held whom up; its data holds the reason
+(consistent, random, rule, or several joined by "+"), the seconds `planned` and the step's own compute the
+pause was computed from (`compute`).
 
 A straggler *spins* through its pause rather than sleeping. A slow or stalled device is still busy:
 it does not hand its compute to the other replicas. A sleeping process does, whenever ranks share
@@ -41,11 +45,17 @@ class StragglerModel:
     factor: float = 1.0
     pause_prob: float = 0.0
     pause_s: float = 0.0
+    rule: str | None = None  # the source of a reader's straggler rule (RunConfig.straggler_rule)
+
+    def __post_init__(self) -> None:
+        from .rules import straggler
+
+        self._rule = None if self.rule is None else straggler(self.rule)  # compiled once per rank
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> "StragglerModel":
         return cls(cfg.seed, tuple(cfg.straggler_replicas), cfg.straggler_factor, cfg.random_pause_prob,
-                   cfg.random_pause_ms / 1e3)
+                   cfg.random_pause_ms / 1e3, cfg.straggler_rule)
 
     def random_pause(self, step: int, replica: int) -> float:
         """Seconds of random pause for this replica at this step (0 most of the time)."""
@@ -58,6 +68,14 @@ class StragglerModel:
         """Is this replica a consistent straggler (its pause needs the step's own compute time)?"""
         return replica in self.slow_replicas and self.factor > 1.0
 
+    def needs_compute(self, replica: int) -> bool:
+        """Does this replica's pause depend on the step's own compute (a consistent straggler, or a rule)?"""
+        return self.stretches(replica) or self._rule is not None
+
+    def own_compute(self, compute_s: float) -> float:
+        """The step's own compute that the pause is computed from (the virtual clock states its calibrated one)."""
+        return compute_s
+
     def delay(self, step: int, replica: int, compute_s: float) -> tuple[float, str | None]:
         """(seconds to pause, reason) for this replica after a step whose own compute took `compute_s`."""
         d, why = 0.0, None
@@ -66,9 +84,14 @@ class StragglerModel:
         extra = self.random_pause(step, replica)
         if extra > 0:
             d, why = d + extra, ("random" if why is None else "consistent+random")
+        if self._rule is not None:
+            ruled = self._rule(step, replica, compute_s)
+            if ruled > 0:
+                d, why = d + ruled, ("rule" if why is None else why + "+rule")
         return d, why
 
     def pause(self, step: int, replica: int, compute_s: float, log: EventLog) -> float:
+        compute_s = self.own_compute(compute_s)
         d, why = self.delay(step, replica, compute_s)
         if d <= 0:
             return 0.0
@@ -77,7 +100,7 @@ class StragglerModel:
             log.clock.advance(d)
         else:
             spin_until(time.perf_counter() + d)
-        log.add("straggle", t0, log.clock.now(), reason=why, planned=d)
+        log.add("straggle", t0, log.clock.now(), reason=why, planned=d, compute=compute_s)
         return d
 
 

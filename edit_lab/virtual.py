@@ -456,6 +456,9 @@ def costed_stragglers(cfg: RunConfig, costs: Any) -> Any:
     from .stragglers import StragglerModel
 
     class CostedStragglers(StragglerModel):
+        def own_compute(self, compute_s: float) -> float:  # what `pause` records and `delay` (a rule too) gets
+            return costs.stretched_s
+
         def delay(self, step: int, replica: int, compute_s: float) -> tuple[float, str | None]:
             return super().delay(step, replica, costs.stretched_s)
 

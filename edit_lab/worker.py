@@ -208,9 +208,9 @@ class Trainer:
 
     def straggle(self, step: int, first_event: int) -> None:
         """A straggler's pause: (k − 1) × this step's own compute (its events from `first_event` on), plus
-        random pauses; collectives and waits are not stretched (stragglers.py)."""
+        random pauses and a reader's rule (given the same compute); collectives and waits are not stretched (stragglers.py)."""
         compute_s = 0.0
-        if self.stragglers.stretches(self.mesh.replica):
+        if self.stragglers.needs_compute(self.mesh.replica):
             self.log.resolve()  # on a GPU the compute spans are timed on the device
             compute_s = own_compute_s(self.log.events[first_event:])
         self.stragglers.pause(step, self.mesh.replica, compute_s, self.log)

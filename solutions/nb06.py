@@ -1,4 +1,5 @@
-"""Answers of notebook 06 (stragglers and A-EDiT): steps per replica, what EDiT waits, sync's share, A-EDiT's rounds."""
+"""Answers of notebook 06 (stragglers and A-EDiT): steps per replica, what EDiT waits, sync's share, A-EDiT's rounds,
+a straggler kind of one's own (the throttling GPU)."""
 
 NOTEBOOK = "06_stragglers_and_aedit.ipynb"
 
@@ -21,6 +22,16 @@ answer_sync_share = 2 * 2000 / (4000 + 2000)  # both at the slowest pace against
      "assigns": "answer_round_steps", "kind": "exercise", "check": "check_aedit_round_steps(answer_round_steps)",
      "source": """\
 answer_round_steps = [800 // 100, 800 // 200]  # the same 0.8 s for both: [8, 4] steps"""},
+    # judged by a run (the virtual clock's, in the notebook): tests/distributed/test_straggler_rule.py runs this
+    # answer against check_straggler_in_a_run in a temporary directory, and the executed notebook scores it
+    {"marker": "def my_throttle(step: int, replica: int, compute_s: float) -> float | None:",
+     "assigns": "my_throttle", "kind": "code",
+     "source": """\
+def my_throttle(step: int, replica: int, compute_s: float) -> float | None:
+    \"\"\"Seconds this replica pauses after `step`, whose own compute took `compute_s` seconds (0.0: no pause).\"\"\"
+    if replica == 1 and step % 2 == 1:  # the throttling GPU, on its odd steps: the step takes 2× its compute
+        return compute_s  # (2 − 1) · compute_s
+    return 0.0"""},
 ]
 
 MAY_MISS = {

@@ -2,15 +2,20 @@
 
 Idealised arithmetic (no communication time, steady step times) of what the notebook measures:
 step-based methods hold every replica to the same number of steps per round, so the fast one waits
-for the slow one's extra time; A-EDiT gives every replica the same *time* per round instead.
+for the slow one's extra time; A-EDiT gives every replica the same *time* per round instead. And one
+straggler kind written by the reader (`straggler_rule`, edit_lab/rules.py), run on every rank of a real
+run and judged by that run's own pause events.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
-from . import CheckResult, judge_number, judge_numbers
+from . import CheckResult, correct, judge_number, judge_numbers, not_a_function, not_answered, not_yet, short_error
+
+THROTTLED = 1  # the replica of the exercise whose GPU throttles on odd steps
 
 
 def edit_wait_ms(interval: int, fast_ms: float, slow_ms: float) -> float:
@@ -70,3 +75,109 @@ def check_aedit_round_steps(answer: Any, period_s: float = 0.8,
         why=why,
         right=(f"Correct: about {want} (±1: a meeting waits for the step in progress). The replicas no longer "
                f"agree on a step count, only on a time; weights by steps (`step_weighting`) can account for it."))
+
+
+def throttle_pause_s(step: int, replica: int, compute_s: float) -> float:
+    """The exercise's straggler: replica 1 pauses after each odd step for as long as the step's own compute."""
+    return compute_s if replica == THROTTLED and step % 2 == 1 else 0.0
+
+
+def _steps(xs: Any) -> str:
+    xs = sorted(xs)
+    return ", ".join(str(x) for x in xs[:6]) + (", …" if len(xs) > 6 else "")
+
+
+def judge_throttle(pauses: dict[tuple[int, int], dict], steps_run: dict[int, set[int]]) -> str | None:
+    """What is wrong with a run's pauses against the throttle (None: nothing).
+
+    `pauses`: (replica, step) -> the data of that step's `straggle` event (`planned`, `compute`);
+    `steps_run`: replica -> the steps it trained. Judged by structure: who paused after which step, and the
+    requested seconds against the step's own compute the rule was given (never the wall clock's seconds)."""
+    hint = ("Replica 1 throttles: after each odd step (step % 2 == 1) it pauses for compute_s, so that step "
+            "takes 2× its compute; on even steps, and on every other replica, return 0.")
+    wrong_replica = sorted({r for r, _ in pauses if r != THROTTLED})
+    if wrong_replica:
+        steps = {s for r, s in pauses if r == wrong_replica[0]}
+        only = "" if any(r == THROTTLED for r, _ in pauses) else f", and replica {THROTTLED} never did"
+        return (f"replica {wrong_replica[0]} paused (after steps {_steps(steps)}){only}: you paused the wrong "
+                f"replica; only replica {THROTTLED} is the throttling GPU. {hint}")
+    mine = {s for r, s in pauses if r == THROTTLED}
+    odd = {s for s in steps_run.get(THROTTLED, set()) if s % 2 == 1}
+    even_paused = sorted(s for s in mine if s % 2 == 0)
+    if even_paused and mine >= odd and odd:
+        return (f"replica {THROTTLED} paused after every step (even ones too: {_steps(even_paused)}): it throttles "
+                f"only every other step. {hint}")
+    if even_paused:
+        return (f"replica {THROTTLED} paused after even steps ({_steps(even_paused)}): the throttled steps are the "
+                f"odd ones, step % 2 == 1. {hint}")
+    missing = sorted(odd - mine)
+    if missing:
+        return f"replica {THROTTLED} did not pause after odd step(s) {_steps(missing)}. {hint}"
+    for (r, s), data in sorted(pauses.items()):
+        planned, compute = float(data.get("planned", math.nan)), float(data.get("compute", math.nan))
+        if not math.isclose(planned, compute, rel_tol=1e-9, abs_tol=0.0):
+            ratio = planned / compute if compute > 0 else math.inf
+            k = f"; that makes the step {ratio + 1:.3g}× as slow, not 2×" if math.isfinite(ratio) else ""
+            return (f"after step {s} replica {r} paused {1e3 * planned:.3f} ms for a step whose own compute took "
+                    f"{1e3 * compute:.3f} ms ({ratio:.3g}× its compute){k}. Twice as slow is compute + a pause "
+                    f"of (2 − 1)·compute: return compute_s itself.")
+    return None
+
+
+def check_straggler_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
+    """Run the reader's straggler rule on every rank of a real run, and judge it by that run's pause events.
+
+    `fn(step, replica, compute_s)` is shipped to the ranks as source (`edit_lab.rules`, the RunConfig field
+    `straggler_rule`) and called after every step of a run of `base` written to `out` (overwritten), with the
+    other stragglers off, so that every recorded pause is the rule's. Right: replica 1 paused after each of its
+    odd steps, warm-up included, each pause as requested equal to the compute the step gave the rule within
+    1e-9 (relative), and no other pause. Wrong: which replica or steps paused, or how long against the compute.
+    On the wall clock and the virtual clock alike, only the requested seconds are judged, never measured ones.
+    A rule that cannot run is refused before any process starts, or ends the run with the rank that failed;
+    either is said, never raised.
+    """
+    from ..config import ConfigError
+    from ..launch import WorkerError, launch
+    from ..rules import RuleError, rule_source
+
+    if (refused := not_a_function(fn, "fn(step, replica, compute_s) -> seconds of pause")) is not None:
+        return refused
+    try:
+        if fn(1, THROTTLED, 0.1) is None and fn(2, 0, 0.1) is None:
+            return not_answered("your function still returns None: return the seconds to pause (0.0 for none); "
+                                "this check then runs it on every rank of a real run.")
+    except Exception:  # noqa: BLE001 - a rule that raises is refused below, with its reason
+        pass
+    try:
+        source = rule_source(fn)
+        cfg = base.replace(straggler_rule=source, straggler_replicas=(), random_pause_prob=0.0, out=str(out))
+        if cfg.replicas <= THROTTLED:
+            return not_yet(f"`base` has {cfg.replicas} replica(s): the exercise needs replica {THROTTLED}, so "
+                           f"give it at least {THROTTLED + 1}.")
+        run = launch(cfg, overwrite=True)
+    except (RuleError, ConfigError) as e:
+        return not_yet(f"the run was refused before any process started: {short_error(e, 400)}")
+    except WorkerError as e:
+        last = [line for line in e.traceback.strip().splitlines() if line.strip()][-1:] or ["?"]
+        return not_yet(f"your rule failed on rank {e.rank} during the run: {last[0][:300]}")
+    except Exception as e:  # noqa: BLE001 - a check never raises at a student
+        return not_yet(f"the run did not finish: {short_error(e, 300)}")
+    try:
+        pauses = {(int(e["replica"]), int(e["step"])): e.get("data") or {} for e in run.events_of("straggle")}
+        steps_run: dict[int, set[int]] = {}
+        for row in run.metrics:
+            if row.get("kind") == "train":
+                steps_run.setdefault(int(row["replica"]), set()).add(int(row["step"]))
+    except Exception as e:  # noqa: BLE001
+        return not_yet(f"the run's records could not be read: {short_error(e, 300)}")
+    if (why := judge_throttle(pauses, steps_run)) is not None:
+        return not_yet(why)
+    odd = sorted(s for s in steps_run.get(THROTTLED, set()) if s % 2 == 1)
+    if not odd:
+        return not_yet(f"replica {THROTTLED} trained no odd step, so nothing judged your rule: give `base` a few "
+                       f"steps (steps >= 4).")
+    computes = [float(pauses[(THROTTLED, s)]["compute"]) for s in odd]
+    clock = "virtual" if getattr(cfg, "clock", "wall") == "virtual" else "wall"
+    return correct(f"Correct: your rule ran on all {cfg.world_size} ranks ({clock} clock); replica {THROTTLED} "
+                   f"paused after each of its {len(odd)} odd steps, each time for exactly the step's own compute "
+                   f"({1e3 * min(computes):.2f}–{1e3 * max(computes):.2f} ms), and nobody paused otherwise.")

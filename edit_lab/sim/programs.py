@@ -22,9 +22,10 @@ the budget meetings at sync points, and the closing sync of `finalize`.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 from ..config import RunConfig
@@ -47,6 +48,14 @@ def random_pause(cfg: RunConfig, step: int, replica: int) -> float:
         rng = random.Random(hash((cfg.seed, replica, step, 0x57A6)))
         return cfg.random_pause_ms / 1e3 if rng.random() < cfg.random_pause_prob else 0.0
     return StragglerModel.from_config(cfg).random_pause(step, replica)
+
+
+@functools.lru_cache(maxsize=8)
+def _straggler_rule(source: str) -> Callable[[int, int, float], float]:
+    """A reader's `straggler_rule`, compiled once (edit_lab.rules, no torch)."""
+    from ..rules import straggler
+
+    return straggler(source)
 
 
 class ReplicaProgram:
@@ -150,7 +159,7 @@ class ReplicaProgram:
 
     def straggle(self, step: int, compute_s: float) -> Gen:
         """`StragglerModel.delay`: (k − 1) × the step's own compute for a slow replica (no collective, no
-        wait: the worker's `Trainer.straggle`, after the optimizer), plus random pauses."""
+        wait: the worker's `Trainer.straggle`, after the optimizer), plus random pauses and a reader's rule."""
         cfg = self.cfg
         d, why = 0.0, None
         if self.replica in cfg.straggler_replicas and cfg.straggler_factor > 1.0:
@@ -158,8 +167,12 @@ class ReplicaProgram:
         extra = random_pause(cfg, step, self.replica)
         if extra > 0:
             d, why = d + extra, ("random" if why is None else "consistent+random")
+        if cfg.straggler_rule is not None:
+            ruled = _straggler_rule(cfg.straggler_rule)(step, self.replica, compute_s)
+            if ruled > 0:
+                d, why = d + ruled, ("rule" if why is None else why + "+rule")
         if d > 0:
-            yield Work("straggle", d, data={"reason": why, "planned": d})
+            yield Work("straggle", d, data={"reason": why, "planned": d, "compute": compute_s})
 
     # ------------------------------------------------------------------ Method's hooks (synchronous training)
     def unit_hooks(self) -> bool:

@@ -68,6 +68,16 @@ def test_a_straggler_pause_is_the_same_on_sync_steps():
     assert sync_steps and sync_steps != set(range(12))  # both kinds of step were paused alike
 
 
+def test_a_straggler_rule_pauses_the_preview_as_it_pauses_a_run():
+    """`straggler_rule` (notebook 06's exercise) is given the step's own compute, as `StragglerModel.delay` is."""
+    rule = "def throttle(step, replica, compute_s):\n    return compute_s if replica == 1 and step % 2 == 1 else 0.0\n"
+    p = simulate(cfg(method="edit", steps=8, straggler_rule=rule), costs(own_compute_s=5 * MS))
+    pauses = [e for e in p.events if e["kind"] == "straggle"]
+    assert sorted((e["replica"], e["step"]) for e in pauses) == [(1, 1), (1, 3), (1, 5), (1, 7)]
+    assert all(e["data"]["reason"] == "rule" and e["data"]["planned"] == e["data"]["compute"] == pytest.approx(5 * MS)
+               for e in pauses)
+
+
 def test_link_adds_latency_and_bytes_in_order():
     """A 10 ms + 1000 B / 1 MB/s link per collective, one transfer at a time: 2 × 11 ms a step on top."""
     s = simulate(cfg(steps=3, link_latency_ms=10.0, link_bandwidth_mb_s=1.0), costs()).summary
