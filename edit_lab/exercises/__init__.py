@@ -214,6 +214,26 @@ def not_a_function(fn: Any, call: str) -> CheckResult | None:
     return not_yet(f"{show(fn)} is not a function; expected a function to call as {call}.")
 
 
+def run_a_rule(launch_cfg: Callable[[], Any]) -> tuple[Any, CheckResult | None]:
+    """(the run, None), or (None, the verdict) when a reader's rule kept the run from finishing: refused before
+    any process started, failed on a rank (named, with its last traceback line), or anything else. Never raises.
+
+    `launch_cfg` builds the configuration from the rule's source and launches it (edit_lab.rules)."""
+    from ..config import ConfigError
+    from ..launch import WorkerError
+    from ..rules import RuleError
+
+    try:
+        return launch_cfg(), None
+    except (RuleError, ConfigError) as e:
+        return None, not_yet(f"the run was refused before any process started: {short_error(e, 400)}")
+    except WorkerError as e:
+        last = [line for line in e.traceback.strip().splitlines() if line.strip()][-1:] or ["?"]
+        return None, not_yet(f"your rule failed on rank {e.rank} during the run: {last[0][:300]}")
+    except Exception as e:  # noqa: BLE001 - a check never raises at a student
+        return None, not_yet(f"the run did not finish: {short_error(e, 300)}")
+
+
 Named = Sequence[tuple[Callable[[Any], bool], str]]  # (test on the answer read, what to say)
 
 

@@ -10,8 +10,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import (CheckResult, correct, judge_number, not_a_function, not_answered, not_yet, read_numbers, short_error,
-               show)
+from . import (CheckResult, correct, judge_number, not_a_function, not_answered, not_yet, read_numbers, run_a_rule,
+               short_error, show)
 
 
 def first_armed_step(warmup: int, interval: int, arming: int) -> int:
@@ -149,9 +149,8 @@ def check_weighting_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
     seems to do. A rule that cannot run is refused before any process starts, or ends the run with the rank that
     failed; either is said, never raised.
     """
-    from ..config import ConfigError
-    from ..launch import WorkerError, launch
-    from ..rules import RuleError, rule_source
+    from ..launch import launch
+    from ..rules import rule_source
     from ..analysis import penalty_table
 
     if (refused := not_a_function(fn, "fn(norms, temperature, anomalous) -> one weight per replica")) is not None:
@@ -162,17 +161,10 @@ def check_weighting_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
                                 "runs it on every rank of a real run.")
     except Exception:  # noqa: BLE001 - a rule that raises is refused below, with its reason
         pass
-    try:
-        source = rule_source(fn)
-        cfg = base.replace(penalty_weighting_rule=source, out=str(out))
-        run = launch(cfg, overwrite=True)
-    except (RuleError, ConfigError) as e:
-        return not_yet(f"the run was refused before any process started: {short_error(e, 400)}")
-    except WorkerError as e:
-        last = [line for line in e.traceback.strip().splitlines() if line.strip()][-1:] or ["?"]
-        return not_yet(f"your rule failed on rank {e.rank} during the run: {last[0][:300]}")
-    except Exception as e:  # noqa: BLE001 - a check never raises at a student
-        return not_yet(f"the run did not finish: {short_error(e, 300)}")
+    cfg = base.replace(out=str(out))
+    run, failed = run_a_rule(lambda: launch(cfg.replace(penalty_weighting_rule=rule_source(fn)), overwrite=True))
+    if failed is not None:
+        return failed
     table = penalty_table(run)
     if table.empty:
         return not_yet("the run recorded no sync, so nothing judged your rule: give `base` a few syncs "

@@ -13,7 +13,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from . import CheckResult, correct, judge_number, judge_numbers, not_a_function, not_answered, not_yet, short_error
+from . import (CheckResult, correct, judge_number, judge_numbers, not_a_function, not_answered, not_yet, run_a_rule,
+               short_error)
 
 THROTTLED = 1  # the replica of the exercise whose GPU throttles on odd steps
 
@@ -136,9 +137,8 @@ def check_straggler_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
     A rule that cannot run is refused before any process starts, or ends the run with the rank that failed;
     either is said, never raised.
     """
-    from ..config import ConfigError
-    from ..launch import WorkerError, launch
-    from ..rules import RuleError, rule_source
+    from ..launch import launch
+    from ..rules import rule_source
 
     if (refused := not_a_function(fn, "fn(step, replica, compute_s) -> seconds of pause")) is not None:
         return refused
@@ -148,20 +148,13 @@ def check_straggler_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
                                 "this check then runs it on every rank of a real run.")
     except Exception:  # noqa: BLE001 - a rule that raises is refused below, with its reason
         pass
-    try:
-        source = rule_source(fn)
-        cfg = base.replace(straggler_rule=source, straggler_replicas=(), random_pause_prob=0.0, out=str(out))
-        if cfg.replicas <= THROTTLED:
-            return not_yet(f"`base` has {cfg.replicas} replica(s): the exercise needs replica {THROTTLED}, so "
-                           f"give it at least {THROTTLED + 1}.")
-        run = launch(cfg, overwrite=True)
-    except (RuleError, ConfigError) as e:
-        return not_yet(f"the run was refused before any process started: {short_error(e, 400)}")
-    except WorkerError as e:
-        last = [line for line in e.traceback.strip().splitlines() if line.strip()][-1:] or ["?"]
-        return not_yet(f"your rule failed on rank {e.rank} during the run: {last[0][:300]}")
-    except Exception as e:  # noqa: BLE001 - a check never raises at a student
-        return not_yet(f"the run did not finish: {short_error(e, 300)}")
+    cfg = base.replace(straggler_replicas=(), random_pause_prob=0.0, out=str(out))
+    if cfg.replicas <= THROTTLED:
+        return not_yet(f"`base` has {cfg.replicas} replica(s): the exercise needs replica {THROTTLED}, so "
+                       f"give it at least {THROTTLED + 1}.")
+    run, failed = run_a_rule(lambda: launch(cfg.replace(straggler_rule=rule_source(fn)), overwrite=True))
+    if failed is not None:
+        return failed
     try:
         pauses = {(int(e["replica"]), int(e["step"])): e.get("data") or {} for e in run.events_of("straggle")}
         steps_run: dict[int, set[int]] = {}

@@ -7,6 +7,7 @@ computation in view and the figure code out of it.
     sync_straggler_figure(2.0)              01: synchronous steps with one replica ×2 slower, idealised
     sync_schedule_figure({10: "gggAS…"})    02: which steps warm up, create anchors, sync, for each τ
     layerwise_sync_figure(4, 1.0, 1.0)      04: EDiT's sync unit by unit, with prefetch off and on, idealised
+    rounds_schedule_figure(2.0, 4)          06: sync, EDiT and A-EDiT rounds with one replica ×2 slower, idealised
     mesh_figure(meshes)                     03: the S × R mesh, shard groups as rows, sync groups as columns
     shard_layout_figure(layouts, names)     03: each unit as one flat buffer cut into S shards, with padding
     outer_state_figure(P, S, bytes)         03: anchor + momentum per rank, 2·P/S against 2·P, and the runs
@@ -108,14 +109,78 @@ def layerwise_sync_figure(units: int, compute: float, transfer: float) -> go.Fig
                                  textposition="inside", insidetextanchor="middle", showlegend=part not in shown,
                                  legendgroup=part, meta={"part": part, "prefetch": prefetch}))
             shown.add(part)
-    text = title_text("Idealised: EDiT's sync step, unit by unit",
-                      f"{units} units, each transfer {transfer:g}× a unit's compute, one at a time on the link: the "
-                      f"forward ends at {ends['prefetch off']:g} without prefetch, at {ends['prefetch on']:g} with it")
-    fig.update_layout(barmode="overlay", template="plotly_white", height=330, yaxis=dict(autorange="reversed"),
-                      title=title_layout(text), autosize=True,
-                      xaxis=dict(title="time, in units of one unit's compute", rangemode="tozero"),
-                      legend=legend_below(), margin=dict(l=150, r=20, t=top_margin(text), b=40), meta={"ends": ends})
+    return _idealised_layout(fig, "Idealised: EDiT's sync step, unit by unit",
+                             f"{units} units, each transfer {transfer:g}× a unit's compute, one at a time on the link: "
+                             f"the forward ends at {ends['prefetch off']:g} without prefetch, at {ends['prefetch on']:g} "
+                             "with it", "time, in units of one unit's compute", 330, 150, {"ends": ends})
+
+
+def _idealised_layout(fig: go.Figure, head: str, sub: str, xtitle: str, height: int, left: int,
+                      meta: dict) -> go.Figure:
+    """The layout of the idealised timelines: rows top down, a titled time axis from 0, the legend below."""
+    text = title_text(head, sub)
+    fig.update_layout(barmode="overlay", template="plotly_white", height=height, yaxis=dict(autorange="reversed"),
+                      title=title_layout(text), autosize=True, xaxis=dict(title=xtitle, rangemode="tozero"),
+                      legend=legend_below(), margin=dict(l=left, r=20, t=top_margin(text), b=40), meta=meta)
     return fig
+
+
+def rounds_schedule(method: str, slow: float, tau: int, rounds: int = 2) -> dict[int, list[tuple[str, float, float]]]:
+    """Two replicas, replica 1 `slow`× slower, idealised (transfers free): per replica, its ("step", t0, t1)
+    and ("blocked", t0, t1) intervals over `rounds` of EDiT's rounds (τ = `tau` steps), time in fast steps.
+
+    sync meets after every step, so every step lasts `slow` and the fast replica stands blocked for the rest;
+    EDiT meets after `tau` steps of each; A-EDiT meets every T_sync = `tau` fast steps of time, and each
+    replica trains the steps that fit (the fast one `tau`, the slow one `tau / slow`), so nobody waits."""
+    steps = {0: 1.0, 1: slow}
+    until = rounds * tau * slow  # the same seconds for the three methods
+    out: dict[int, list[tuple[str, float, float]]] = {0: [], 1: []}
+    if method == "aedit":
+        for rep, dt in steps.items():
+            t = 0.0
+            while t + dt <= until + 1e-9:
+                out[rep].append(("step", t, t + dt))
+                t += dt
+        return out
+    per_round = 1 if method == "sync" else tau
+    t = 0.0
+    while t + per_round * slow <= until + 1e-9:
+        for rep, dt in steps.items():
+            for k in range(per_round):
+                out[rep].append(("step", t + k * dt, t + (k + 1) * dt))
+            if per_round * dt < per_round * slow:
+                out[rep].append(("blocked", t + per_round * dt, t + per_round * slow))
+        t += per_round * slow
+    return out
+
+
+def rounds_schedule_figure(slow: float, tau: int, rounds: int = 2) -> go.Figure:
+    """`rounds_schedule` of sync, EDiT and A-EDiT one under the other, one row per replica, the same seconds."""
+    fig = go.Figure()
+    shown: set[str] = set()
+    steps_done = {}
+    for method, name in (("sync", "sync"), ("edit", f"EDiT, τ = {tau}"), ("aedit", f"A-EDiT, T_sync = {tau} steps")):
+        sched = rounds_schedule(method, slow, tau, rounds)
+        for rep, intervals in sched.items():
+            row = f"{name} · replica {rep}" + (f" (×{slow:g})" if rep == 1 else "")
+            steps_done[(method, rep)] = sum(1 for kind, _, _ in intervals if kind == "step")
+            for kind in ("step", "blocked"):
+                ivs = [(a, b) for k, a, b in intervals if k == kind]
+                if not ivs:
+                    continue
+                label = "a local step" if kind == "step" else "blocked: waiting for the slow replica"
+                marker = (dict(color=COMPUTE, line=dict(color="#FFFFFF", width=1)) if kind == "step"
+                          else dict(color=BLOCKED, pattern_shape="/"))
+                fig.add_trace(go.Bar(y=[row] * len(ivs), x=[b - a for a, b in ivs], base=[a for a, _ in ivs],
+                                     orientation="h", marker=marker, name=label, legendgroup=kind,
+                                     showlegend=kind not in shown, meta={"method": method, "replica": rep,
+                                                                          "part": kind}))
+                shown.add(kind)
+    return _idealised_layout(fig, "Idealised: the rounds of sync, EDiT and A-EDiT",
+                             f"replica 1 ×{slow:g} slower, transfers free, the same seconds: the fast replica trains "
+                             f"{steps_done[('sync', 0)]}, {steps_done[('edit', 0)]} and {steps_done[('aedit', 0)]} steps",
+                             "time, in the fast replica's steps", 360, 210,
+                             {"steps": {f"{m}/{r}": n for (m, r), n in steps_done.items()}})
 
 
 # one character per step, as notebook 02's `schedule` writes them ("." = a local step, not drawn)

@@ -140,3 +140,26 @@ def test_the_idealised_layerwise_sync(transfer):
         assert all(a >= done[u] - 1e-12 for u, a, _ in s["compute"])
     fig = layerwise_sync_figure(units, c, transfer)
     assert fig.layout.meta["ends"] == {"prefetch off": end(off), "prefetch on": end(on)}
+
+
+@pytest.mark.parametrize("slow, tau", [(2.0, 4), (3.0, 3), (1.5, 2)])
+def test_the_idealised_rounds(slow, tau):
+    """In the same seconds: sync's and EDiT's fast replica trains the slow one's steps and stands blocked for
+    the difference, A-EDiT's trains its own pace and is never blocked."""
+    from edit_lab.viz.concepts import rounds_schedule, rounds_schedule_figure
+
+    until = 2 * tau * slow
+    count = lambda s, rep: sum(1 for k, _, _ in s[rep] if k == "step")  # noqa: E731
+    blocked = lambda s, rep: sum(b - a for k, a, b in s[rep] if k == "blocked")  # noqa: E731
+    for method in ("sync", "edit"):
+        s = rounds_schedule(method, slow, tau)
+        assert count(s, 0) == count(s, 1) == 2 * tau
+        assert blocked(s, 0) == pytest.approx(until - 2 * tau) and blocked(s, 1) == 0
+    a = rounds_schedule("aedit", slow, tau)
+    assert count(a, 0) == int(until) and count(a, 1) == int(until / slow + 1e-9) and blocked(a, 0) == 0
+    for s in (rounds_schedule(m, slow, tau) for m in ("sync", "edit", "aedit")):  # no replica overlaps itself
+        for rep in (0, 1):
+            spans = sorted((x, y) for _, x, y in s[rep])
+            assert all(y0 <= x1 + 1e-12 for (_, y0), (x1, _) in zip(spans, spans[1:]))
+    fig = rounds_schedule_figure(slow, tau)
+    assert fig.layout.meta["steps"]["aedit/0"] == int(until) and fig.layout.meta["steps"]["edit/0"] == 2 * tau
