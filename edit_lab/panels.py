@@ -120,7 +120,7 @@ class PenaltySwitchPanel:
         if run is None:
             self.status.value = f"<b>{switches_name(key)}</b> has not been run yet: press <i>Run this combination</i>."
             return
-        units = None if self.unit_pick.value < 0 else [self.unit_pick.value]  # -1: every unit (None would show nothing)
+        units = "all" if self.unit_pick.value < 0 else [self.unit_pick.value]  # -1: every unit
         self._set("penalty", penalty_figure(run, units=units, title=f"Penalty decisions: {switches_name(key)}"))
         self._set("loss", loss_figure([run, self.reference], labels=[switches_name(key), self.reference_label]))
         self.status.value = (f"<b>{switches_name(key)}</b>: final validation loss {run.summary['final_val_loss']:.3f} "
