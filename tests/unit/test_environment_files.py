@@ -143,5 +143,8 @@ def test_make_installs_torch_before_the_project() -> None:
         project_line = next(i for i, line in enumerate(branch) if "-e '.[lab,test]'" in line)
         assert torch_line < project_line, branch
     uv = next(b for b in installers if any("uv pip install" in line for line in b))
+    # pip compiles bytecode when it installs, uv only when asked: without it, a machine where Python may not write
+    # .pyc files (PYTHONDONTWRITEBYTECODE) compiles torch in every process it starts
+    assert all("--compile-bytecode" in line for line in uv if "uv pip install" in line), uv
     wheel_line = next(i for i, line in enumerate(uv) if "uv pip install" in line and "$(TORCH_WHEEL_DIR)" in line)
     assert wheel_line < next(i for i, line in enumerate(uv) if "-e '.[lab,test]'" in line)
