@@ -47,7 +47,9 @@ def random_pause(cfg: RunConfig, step: int, replica: int) -> float:
     except ImportError:  # no torch: a pause with the same probability, from a generator seeded the same way
         rng = random.Random(hash((cfg.seed, replica, step, 0x57A6)))
         return cfg.random_pause_ms / 1e3 if rng.random() < cfg.random_pause_prob else 0.0
-    return StragglerModel.from_config(cfg).random_pause(step, replica)
+    # the draw alone: from_config would also compile a straggler_rule, at every draw
+    return StragglerModel(cfg.seed, pause_prob=cfg.random_pause_prob, pause_s=cfg.random_pause_ms / 1e3).random_pause(
+        step, replica)
 
 
 @functools.lru_cache(maxsize=8)
