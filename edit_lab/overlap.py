@@ -138,15 +138,16 @@ class _Rank:
 def _own_blocked(ev: Event, waits: dict[tuple, list[Interval]]) -> list[Interval]:
     """When this rank waited on `ev`: its `wait` spans if it was asynchronous, else the blocking span.
 
-    A span recorded without matching `wait`s falls back on `data.exposed`, taken as the end of the
-    span (older runs recorded only that number; without it a collective counts as blocking).
+    An asynchronous collective that had completed before the rank waited on it (its `wait` lies after
+    the span) cost the rank nothing: no part of it is exposed. Only a run that recorded no `wait` on
+    this collective at all falls back on `data.exposed`, taken as the end of the span (older runs
+    recorded only that number; without it a collective counts as blocking).
     """
     t0, t1 = ev["t0"], ev["t1"]
     data = ev.get("data") or {}
-    if data.get("overlapped"):
-        mine = [w for w in waits.get((ev["kind"], ev.get("unit"), ev.get("group")), ()) if w[0] < t1 and w[1] > t0]
-        if mine:
-            return merge((max(a, t0), min(b, t1)) for a, b in mine)
+    recorded = waits.get((ev["kind"], ev.get("unit"), ev.get("group")))
+    if data.get("overlapped") and recorded:
+        return merge((max(a, t0), min(b, t1)) for a, b in recorded if a < t1 and b > t0)
     raw = data.get("exposed")
     exposed = (t1 - t0) if raw is None else min(max(float(raw), 0.0), t1 - t0)
     return [(t1 - exposed, t1)] if exposed > 0 else []

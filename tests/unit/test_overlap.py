@@ -61,6 +61,17 @@ def test_a_prefetched_transfer_is_hidden_exactly_by_its_overlap_with_the_forward
     assert flat(s.exposed_at) == pytest.approx([6 * MS, 9 * MS])
 
 
+def test_a_collective_done_before_its_wait_exposes_nothing():
+    # unit 1's sync issued at 0 completes at 4 while the forward computes 0..5; the rank waits on the
+    # (finished) handle at 5..7.5 because it was descheduled: that wait is its own, not the collective's
+    sync = ev("sync_reduce", 0, 4, unit=1, group="sync", overlapped=True, exposed=2.5 * MS)
+    fwd = ev("compute_fwd", 0, 5, unit=0)
+    wait = ev("wait", 5, 7.5, unit=1, group="sync", on="sync_reduce")
+    s = Overlap([sync, fwd, wait]).split(sync)
+    assert (s.hidden, s.exposed, s.other) == pytest.approx((4 * MS, 0, 0))
+    assert s.exposed_at == ()
+
+
 def test_a_blocking_collective_is_exposed_end_to_end_and_hides_nothing_else():
     ag = ev("all_gather", 2, 5, unit=1, group="shard", overlapped=False, exposed=3.1 * MS)
     rs = ev("reduce_scatter", 0, 6, unit=2, group="shard", overlapped=True, exposed=1 * MS)
