@@ -33,6 +33,19 @@ def test_saved_without_outputs(nb):
 
 
 @pytest.mark.parametrize("nb", NBS, ids=lambda p: p.stem)
+def test_valid_under_nbformat_without_warnings(nb):
+    """A notebook saved as nbformat 4.5 must give every cell an id (nbformat warns, and will refuse it); the
+    course is kept at 4.4, which has none."""
+    import warnings
+
+    import nbformat
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nbformat.validate(nbformat.read(str(nb), as_version=nbformat.NO_CONVERT))
+
+
+@pytest.mark.parametrize("nb", NBS, ids=lambda p: p.stem)
 def test_structure(nb):
     data = json.loads(nb.read_text())
     cells = data["cells"]
