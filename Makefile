@@ -27,7 +27,7 @@ LAB_PORT ?= 8888
 # Open a browser only where there is a display to show it on.
 LAB_BROWSER = $(if $(DISPLAY),,--no-browser)
 
-.PHONY: help install lab demo test test-fast test-ui test-ui-course solutions notebooks bench tables clean
+.PHONY: help install lab demo test test-fast test-ui test-ui-course solutions nbval-refs notebooks bench tables clean
 
 help: ## list the targets
 	@echo "Targets (each creates $(VENV) if it is missing):"
@@ -85,6 +85,9 @@ test-ui-course: $(STAMP) ## also 01, 02, 03, 07 and 08 through JupyterLab, reada
 
 solutions: $(STAMP) ## every notebook with its answers filled in, run small: every check must pass
 	$(PY) -m edit_lab.tools.solutions runs/solutions --execute --test-parameters
+
+nbval-refs: $(STAMP) ## refresh the executed references nbval checks the lessons against (tests/nbval/; read their diff)
+	$(PY) -m tests.nbval.refresh
 
 notebooks: $(STAMP) ## execute every notebook with its default parameters
 	$(PY) -m edit_lab.tools.run_notebooks

@@ -4,7 +4,8 @@ Put the repository root on sys.path only when ``edit_lab`` is not importable, so
 suite also runs from a plain checkout; an installed (editable) package always wins.
 
 Each notebook is executed once per session: when the browser test that runs a notebook through
-JupyterLab is collected too (and chromium is there to run it), its papermill run is deselected.
+JupyterLab is collected too (and chromium is there to run it), or nbval runs it against its reference
+(tests/notebooks/test_nbval.py), its papermill run is deselected.
 The longest files are put first, for `make test`'s two xdist workers (LONGEST_FIRST).
 """
 
@@ -23,7 +24,8 @@ if importlib.util.find_spec("edit_lab") is None:
 #: started first, they run side by side instead of leaving one worker alone with them at the end.
 LONGEST_FIRST = ("tests/ui/test_notebooks_in_browser.py",  # ~220 (00, 04, 05)
                  "tests/ui/test_straggler_panel.py",  # ~150 (06 and its panel's run)
-                 "tests/notebooks/test_notebooks.py",  # ~150 (01, 02, 03, 07, 08 under papermill)
+                 "tests/notebooks/test_notebooks.py",  # ~100 (01, 02, 03 under papermill)
+                 "tests/notebooks/test_nbval.py",  # ~60 (07 and 08 under nbval, against their references)
                  "tests/install/test_binder.py",  # ~35
                  "tests/ui/test_checks_catch_problems.py",  # ~60
                  "tests/distributed/test_cli.py",  # ~90
@@ -47,11 +49,21 @@ def pytest_collection_modifyitems(config, items):
     rank = {f: i for i, f in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(_file(item), len(rank)))  # stable: the rest keep their order
 
+    # a lesson nbval runs against its reference (tests/notebooks/test_nbval.py) is not run by papermill again
+    by_nbval = {i.nodeid.split("[", 1)[1].rstrip("]") for i in items
+                if "test_the_lesson_reproduces_its_reference[" in i.nodeid}
+    if by_nbval and importlib.util.find_spec("nbval") is not None:
+        _deselect(config, items, by_nbval)
+
     files = {_file(i).rsplit("/", 1)[-1] for i in items if "/ui/" in _file(i)}
     in_browser = {nb for f, nbs in RUN_IN_BROWSER_BY.items() if f in files for nb in nbs}
     if not in_browser or find_chromium() is None:
         return
-    stems = {name.removesuffix(".ipynb") for name in in_browser}
+    _deselect(config, items, {name.removesuffix(".ipynb") for name in in_browser})
+
+
+def _deselect(config, items, stems: set[str]) -> None:
+    """Deselect the papermill runs of these notebooks (run once per session, elsewhere)."""
     again = [i for i in items if "test_runs_under_papermill[" in i.nodeid
              and i.nodeid.split("[", 1)[1].rstrip("]") in stems]
     if again:
