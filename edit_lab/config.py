@@ -139,12 +139,21 @@ class RunConfig:
     method: str = knob("sync", "the training method", section=S_RUN, choices=METHODS)
     shards: int = knob(2, "S: ranks holding one replica (shard group size)", section=S_RUN, ge=1)
     replicas: int = knob(2, "R: sync group size", section=S_RUN, ge=1)
+    sync_group_rule: str | None = knob(
+        None, "the source of a Python function fn(rank, shards, replicas) -> list of ranks, the sync group of that "
+        "rank, from which every rank builds the sync groups instead of the mesh's own (edit_lab.rules; None: the "
+        "mesh's, the same shard index in every replica)", section=S_RUN)
     steps: int = knob(60, "inner optimizer steps (ignored with a time budget)", section=S_RUN, ge=1)
     time_budget: float = knob(0.0, "seconds of wall clock to train for; every replica trains as many steps as fit "
                               "(0: train `steps` steps)", section=S_RUN, ge=0.0, finite=True)
     seed: int = knob(0, "seed of the model's initialisation and of every batch", section=S_RUN, ge=0)
     out: str | None = knob(None, "run directory (None: runs/<method>-<time>); one that already holds a run is "
                            "refused unless overwritten (--overwrite)", section=S_RUN)
+    grad_all_reduce_rule: str | None = knob(
+        None, "the source of a Python function fn(grad, reduce_scatter, all_gather) -> this rank's gradient after "
+        "the all-reduce, run on every rank for each unit's gradient shard instead of the built-in all-reduce over "
+        "the sync group, given the run's real collectives (reduce_scatter: this rank's slice of the mean); sync, "
+        "and the warm-up of the local-SGD methods (edit_lab.rules; None: the built-in all-reduce)", section=S_RUN)
     # --- model and data ---
     model: str = knob("tiny", "model size (edit_lab.model.SIZES)", section=S_DATA, choices=tuple(SIZES))
     seq_len: int = knob(64, "tokens (bytes) per sequence, at most the model's max_seq_len", section=S_DATA, ge=1)
@@ -174,6 +183,11 @@ class RunConfig:
     outer_momentum: float = knob(0.8, "its momentum (co2: co2_outer_momentum)", section=S_OUTER, ge=0.0, lt=1.0)
     outer_nesterov: bool = knob(True, "Nesterov (true) or heavy-ball (false) outer momentum; co2 is always "
                                 "heavy-ball", section=S_OUTER)
+    outer_step_rule: str | None = knob(
+        None, "the source of a Python function fn(anchor, delta_bar, buf, lr, momentum) -> (new_anchor, new_buf), "
+        "run on every rank's anchor shards instead of torch's SGD, with outer_lr and outer_momentum (diloco, edit, "
+        "aedit; outer_nesterov is then the rule's to decide; edit_lab.rules; None: the library's SGD)",
+        section=S_OUTER)
     co2_outer_lr: float = knob(1.0, "CO2's outer learning rate (the authors' default 1.0)", section=S_OUTER,
                                gt=0.0, finite=True)
     co2_outer_momentum: float = knob(0.5, "CO2's heavy-ball outer momentum μ (the authors' default 0.5)",
@@ -369,6 +383,15 @@ class RunConfig:
             if (why := straggler_problem(self.straggler_rule)) is not None:
                 first = next((ln.strip() for ln in self.straggler_rule.splitlines() if ln.strip()), "")
                 raise ConfigError(f"straggler_rule={first[:80]!r} is not allowed: {why}")
+        if self.outer_step_rule is not None:
+            self._check_outer_step_rule()
+        if self.sync_group_rule is not None:
+            from .rules import sync_groups_problem  # no torch: the rule is called for every rank of the mesh here
+
+            timed = bool(self.time_budget) or capabilities(self.method).time_triggered
+            if (why := sync_groups_problem(self.sync_group_rule, self.shards, self.replicas, timed)) is not None:
+                first = next((ln.strip() for ln in str(self.sync_group_rule).splitlines() if ln.strip()), "")
+                raise ConfigError(f"sync_group_rule={first[:80]!r} is not allowed: {why}")
         n_units = 1 + size.n_layers
         if len(set(self.spike_units)) != len(self.spike_units) or not all(
                 isinstance(u, int) and not isinstance(u, bool) and 0 <= u < n_units for u in self.spike_units):
@@ -405,6 +428,8 @@ class RunConfig:
             # period plus a step, which must fit in the collective timeout with room to spare
             bad("sync_period", f"at most timeout_s/2 = {self.timeout_s / 2:g} s (raise timeout_s for longer "
                 "A-EDiT periods): a finished replica waits up to one period in a meeting")
+        if self.grad_all_reduce_rule is not None:
+            self._check_grad_all_reduce_rule()
         if self.clock == "virtual":
             self._check_virtual(bad)
         if self.device == "cuda" or self.backend == "nccl":
@@ -414,6 +439,44 @@ class RunConfig:
                 name = "device" if self.device == "cuda" else "backend"
                 bad(name, "auto or cpu/gloo here: no CUDA device is visible on this machine")
         return self
+
+    def _check_outer_step_rule(self) -> None:
+        """A reader's outer step (edit_lab.rules): only where OuterState's SGD is the outer step; probed on tensors."""
+        first = next((ln.strip() for ln in self.outer_step_rule.splitlines() if ln.strip()), "")
+        methods = ("diloco", "edit", "aedit")
+        if self.method not in methods:
+            why = {"sync": "sync has no outer step", "post_local_sgd": "post_local_sgd averages the parameters "
+                   "themselves, no outer optimizer (lr 1, no momentum: diloco with outer_lr=1, outer_momentum=0 "
+                   "runs a rule there)", "co2": "co2's outer step is its own, on a one-round-stale mean with "
+                   "co2_* settings"}.get(self.method, f"{self.method} has no outer optimizer")
+            raise ConfigError(f"outer_step_rule={first[:80]!r} is not allowed with method={self.method!r}: the rule "
+                              f"replaces the outer optimizer of {', '.join(methods)} only; {why}")
+        from .rules import outer_step_problem  # imports torch: the rule is called on a few small tensors
+
+        if (why := outer_step_problem(self.outer_step_rule, self.outer_lr, self.outer_momentum)) is not None:
+            raise ConfigError(f"outer_step_rule={first[:80]!r} is not allowed: {why}")
+
+    def _check_grad_all_reduce_rule(self) -> None:
+        """A reader's gradient all-reduce (edit_lab.rules): only where a gradient all-reduce over the sync group
+        runs; probed on stand-in collectives of `replicas` threads (imports torch)."""
+        first = next((ln.strip() for ln in self.grad_all_reduce_rule.splitlines() if ln.strip()), "")
+
+        def refuse(why: str) -> None:
+            raise ConfigError(f"grad_all_reduce_rule={first[:80]!r} is not allowed: {why}")
+
+        every = [m for m in METHODS if not capabilities(m).is_local_sgd]
+        warm = [m for m in METHODS if capabilities(m).is_local_sgd]
+        where = (f"{', '.join(every)} all-reduce{'s' * (len(every) == 1)} the gradients every step, "
+                 f"{', '.join(warm)} only in their warmup_steps")
+        if capabilities(self.method).is_local_sgd and self.warmup_steps == 0:
+            refuse(f"None with method={self.method!r} and warmup_steps=0: that run never all-reduces gradients "
+                   f"({where})")
+        if self.replicas < 2:
+            refuse("None with replicas=1: a single replica has no gradient all-reduce over the sync group")
+        from .rules import grad_all_reduce_problem  # imports torch: the rule runs on small stand-in tensors
+
+        if (why := grad_all_reduce_problem(self.grad_all_reduce_rule, self.replicas)) is not None:
+            refuse(why)
 
     def _check_virtual(self, bad: Any) -> None:
         """What the virtual clock (edit_lab/virtual.py) does not run yet, refused naming the field."""

@@ -8,6 +8,17 @@ momentum 0 the new anchor is exactly the average of the replicas (periodic model
 
 Each rank holds only its shard of the anchor and of the momentum: 2·P/S values, against 2·P for an
 unsharded DiLoCo. With `cpu_offload` they live on the CPU between syncs, freeing accelerator memory.
+
+A reader's outer step (`RunConfig.outer_step_rule`, `edit_lab.rules.outer_step`, notebook 02's exercise)
+replaces torch's step: `fn(anchor, delta_bar, buf, lr, momentum) -> (new_anchor, new_buf)` on this rank's
+shard of the unit, with the optimizer's lr and momentum. Its buffer lives where torch keeps its own (the
+optimizer's `momentum_buffer`, zeros before the first step), so checkpoints, `numel` and a resume are
+unchanged, and a rule's checkpoint resumes under the library's step and back. The natural Nesterov formula,
+b ← μ·b + Δ̄; a ← a − lr·(Δ̄ + μ·b), rounds differently from torch's fused kernel, about one float32 ulp per
+step (3e-8 on a nano run's losses). Written as `b = buf.mul(momentum).add(delta_bar)`,
+`a.add(delta_bar.add(b, alpha=momentum), alpha=-lr)` it matches the kernel's vectorised loop bit for bit (a
+nano run's losses come out identical on an x86 CPU); the kernel's scalar tail (the last values of a shard
+whose length is no multiple of the vector width) uses fused multiply-adds, an ulp away again.
 """
 
 from __future__ import annotations
@@ -18,12 +29,14 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from . import rules
+
 
 class OuterState:
     """Anchor shards + outer optimizer (one parameter per unit, so units can be stepped one at a time)."""
 
     def __init__(self, shards: list[torch.Tensor], lr: float, momentum: float, nesterov: bool,
-                 cpu_offload: bool = False) -> None:
+                 cpu_offload: bool = False, rule: str | None = None) -> None:
         self.offload = cpu_offload
         home = torch.device("cpu") if cpu_offload else shards[0].device
         self.anchors = [nn.Parameter(s.detach().clone().to(home)) for s in shards]
@@ -31,6 +44,8 @@ class OuterState:
         # unit's sync, and on a CPU it costs about as much as the transfer it follows)
         self.optimizer = torch.optim.SGD(self.anchors, lr=lr, momentum=momentum, nesterov=nesterov and momentum > 0,
                                          fused=True)
+        # a reader's step instead of torch's (None: torch's): compiled once, on this rank
+        self.rule = None if rule is None else rules.outer_step(rule)
 
     def anchor(self, unit: int, device: torch.device) -> torch.Tensor:
         return self.anchors[unit].detach().to(device)
@@ -44,10 +59,24 @@ class OuterState:
     def step(self, unit: int, delta_bar: torch.Tensor) -> None:
         """One outer optimizer step on unit `unit`'s anchor shard with the aggregated pseudo-gradient."""
         a = self.anchors[unit]
+        if self.rule is not None:
+            self.rule_step(a, delta_bar.to(a.device))
+            return
         a.grad = delta_bar.to(a.device)
         # Only this unit has a gradient, so SGD leaves the other units (and their momentum) untouched.
         self.optimizer.step()
         a.grad = None
+
+    @torch.no_grad()
+    def rule_step(self, a: nn.Parameter, delta_bar: torch.Tensor) -> None:
+        """The reader's step on one anchor shard: its answer becomes the anchor and the momentum buffer."""
+        state = self.optimizer.state[a]
+        buf = state.get("momentum_buffer")
+        group = self.optimizer.param_groups[0]
+        new_anchor, new_buf = self.rule(a.detach(), delta_bar, torch.zeros_like(a) if buf is None else buf,
+                                        group["lr"], group["momentum"])
+        a.copy_(new_anchor)
+        state["momentum_buffer"] = new_buf.contiguous()
 
     @torch.no_grad()
     def reset(self, unit: int, theta: torch.Tensor) -> None:

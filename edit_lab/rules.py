@@ -5,7 +5,7 @@ cell lives in the kernel's `__main__`, which no other process can import or unpi
 plain data: it travels in the `RunConfig` (so `config.json` records what ran), every rank compiles it once,
 and a rule that cannot work is refused before any process starts, like every other knob.
 
-Two rules are pluggable:
+These rules are pluggable:
 - the penalty's **weighting** (`RunConfig.penalty_weighting_rule`, notebook 05's exercise), which replaces
   `penalty.softmax_weights` at every sync of EDiT and A-EDiT, on every rank. The rule is called with the
   library's own inputs (the norms, per step when `penalty_weight_per_step`, the temperature T and the anomaly
@@ -14,6 +14,31 @@ Two rules are pluggable:
   the seconds that replica pauses after that step, whose own compute took `compute_s` (0: no pause). Every
   rank calls it after every step (`stragglers.StragglerModel.delay`, reason "rule"), on top of the consistent
   and random stragglers; on the virtual clock `compute_s` is the calibrated compute of a step.
+- the **sync group** (`RunConfig.sync_group_rule`, notebook 03's exercise): `fn(rank, shards, replicas) -> list
+  of ranks`, the sync group of that rank. Every rank calls it for every rank of the mesh (`sync_groups`) and
+  creates every group it gives, in the same order, instead of `mesh.Mesh`'s columns. Refused before launch
+  (`sync_groups_problem`) when it raises, answers anything but whole ranks of the mesh, or its groups are not a
+  partition into groups of `replicas` ranks on which every member agrees (the collectives would hang). A valid
+  partition that is the wrong one runs: it averages shards that hold different parameters. Only with A-EDiT or
+  a time budget, where the replicas agree over the sync group on when to sync or stop, a partition whose groups
+  do not hold one rank of every replica is refused too (its groups could take different decisions and hang).
+- the **outer step** (`RunConfig.outer_step_rule`, notebook 02's exercise): `fn(anchor, delta_bar, buf, lr,
+  momentum) -> (new_anchor, new_buf)`, called by every rank for its shard of each unit at every sync instead of
+  torch's SGD (`outer.OuterState.step`; diloco, edit and aedit only), with copies of the anchor shard, the
+  averaged pseudo-gradient Δ̄ and the momentum buffer (zeros before the first step), and the configured
+  `outer_lr` and `outer_momentum`. What it returns becomes the anchor and the momentum buffer (checkpointed as
+  the optimizer's), so a rule equal to torch's Nesterov SGD gives the library's run. `torch` is provided to it
+  as `math` is; it is probed on small tensors before any process starts.
+- the **gradient all-reduce** (`RunConfig.grad_all_reduce_rule`, notebook 01's exercise): `fn(grad, reduce_scatter,
+  all_gather) -> tensor`, called by every rank for each unit's gradient shard, at every step in which the method
+  all-reduces gradients over the sync group (sync, and the warm-up of the local-SGD methods), instead of the
+  built-in all-reduce (`methods.base.Method.all_reduce_grads_over_sync_group`). `grad` is the rank's flat shard,
+  zero-padded to a multiple of the replicas R; `reduce_scatter(t)` returns this rank's slice of the **mean** over
+  the sync group (as `Comm.reduce_scatter`), `all_gather(t)` every member's `t` concatenated; both are the run's
+  real collectives, recorded as `grad_all_reduce` events of the unit. What it returns (grad's shape) becomes
+  the rank's gradient, so `all_gather(reduce_scatter(grad))` gives the built-in run up to float rounding. Probed
+  before any process starts on R stand-in replicas (threads with in-process collectives, `StandInGroup`): one
+  that fails or answers the wrong shape is refused; one that answers wrong numbers runs.
 """
 
 from __future__ import annotations
@@ -26,6 +51,7 @@ from collections.abc import Callable, Sequence
 
 WEIGHTING_SIGNATURE = "fn(norms, temperature, anomalous) -> one weight per replica"
 STRAGGLER_SIGNATURE = "fn(step, replica, compute_s) -> seconds of pause (0 for none)"
+OUTER_STEP_SIGNATURE = "fn(anchor, delta_bar, buf, lr, momentum) -> (new_anchor, new_buf)"
 
 Weighting = Callable[[Sequence[float], float, Sequence[bool]], list[float]]
 Straggler = Callable[[int, int, float], float]
@@ -40,7 +66,7 @@ def rule_source(fn: Callable) -> str:
 
     Refused: a lambda (its source is the whole line it sits in) and a function that reads variables of an
     enclosing function (they would not exist on the ranks). Module-level names it uses must be imported
-    inside the function, or be `math`, which every rank provides.
+    inside the function, or be `math`, which every rank provides (and `torch`, to an outer step rule).
     """
     if not inspect.isfunction(fn):
         raise RuleError(f"expected a function defined with def, got {type(fn).__name__}")
@@ -55,8 +81,10 @@ def rule_source(fn: Callable) -> str:
         raise RuleError(f"the source of {fn.__name__} cannot be read ({e}): define it in a cell or a file") from e
 
 
-def load_rule(source: str, what: str = "rule") -> Callable:
-    """Compile `source` (exactly one top-level `def`; imports may precede it) and return that function."""
+def load_rule(source: str, what: str = "rule", names: dict | None = None) -> Callable:
+    """Compile `source` (exactly one top-level `def`; imports may precede it) and return that function.
+
+    `names`: modules the rule may use without importing them, besides `math` (the outer step's: `torch`)."""
     if not isinstance(source, str):
         raise RuleError(f"the {what} must be Python source text, got {type(source).__name__}")
     try:
@@ -68,7 +96,7 @@ def load_rule(source: str, what: str = "rule") -> Callable:
     if len(defs) != 1 or others:
         raise RuleError(f"the {what} must be one function defined with def (imports may come first), "
                         f"found {len(defs)} function(s) and {len(others)} other statement(s)")
-    namespace: dict = {"math": math, "__name__": "edit_lab_rule"}
+    namespace: dict = {"math": math, **(names or {}), "__name__": "edit_lab_rule"}
     exec(compile(tree, f"<{what}>", "exec"), namespace)  # noqa: S102 - the reader's own code, on their own machine
     return namespace[defs[0].name]
 
@@ -134,4 +162,290 @@ def straggler_problem(source: str) -> str | None:
                     rule(step, replica, compute_s)
     except Exception as e:  # noqa: BLE001 - whatever the reader's code raises is the reason
         return f"{STRAGGLER_SIGNATURE}; it fails: {type(e).__name__}: {e}"
+    return None
+
+
+# ------------------------------------------------------------------------------- the gradient all-reduce
+GRAD_ALL_REDUCE_SIGNATURE = "fn(grad, reduce_scatter, all_gather) -> the gradient after the all-reduce"
+
+
+def _shown(x: object, limit: int = 80) -> str:
+    text = " ".join(repr(x).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def grad_all_reduce(source: str) -> Callable:
+    """The gradient all-reduce rule as every rank calls it, once per unit and step (`methods.base.Method`):
+    `reduce(grad, reduce_scatter, all_gather) -> tensor`, the reader's answer checked to be a floating tensor of
+    grad's shape (what it does to `grad` in place does not count: it is handed a copy).
+
+    `grad`: this rank's flat gradient shard of the unit, zero-padded to a multiple of the replicas R;
+    `reduce_scatter(t)`: this rank's slice (1/R of `t`, in replica order) of the **mean** over the sync group of
+    every member's `t`; `all_gather(t)`: every member's `t`, concatenated in replica order. `torch` is provided
+    to the rule as `math` is."""
+    import torch
+
+    fn = load_rule(source, "gradient all-reduce rule", names={"torch": torch})
+
+    def reduce(grad, reduce_scatter: Callable, all_gather: Callable):
+        got = fn(grad.clone(), reduce_scatter, all_gather)
+        if not isinstance(got, torch.Tensor):
+            raise RuleError(f"it returned {_shown(got)}, not a tensor")
+        if not got.is_floating_point():
+            raise RuleError(f"it returned a tensor of {got.dtype}, not of floating point numbers")
+        if tuple(got.shape) != tuple(grad.shape):
+            part = (f" ({grad.numel() // got.numel()}× too few values: a reduce-scatter leaves each rank only its "
+                    f"slice of the mean, and every rank needs all of it)"
+                    if 0 < got.numel() < grad.numel() and grad.numel() % got.numel() == 0 else "")
+            raise RuleError(f"it returned shape {tuple(got.shape)} for a gradient of shape {tuple(grad.shape)}{part}")
+        return got.detach()
+
+    return reduce
+
+
+class _GroupError(RuleError):
+    """Raised by a stand-in collective on every member at once (they called it differently): nobody is left
+    waiting, so no member's wait needs to be broken."""
+
+
+class StandInGroup:
+    """The sync group's two collectives for `n` replicas that are threads of this process: what validation probes
+    a gradient all-reduce rule with, before any process starts (`grad_all_reduce_problem`).
+
+    Each member calls `reduce_scatter(rank)(t)` / `all_gather(rank)(t)` as the run's ranks call theirs; a call
+    returns once every member has made it, with the same answers as the run's collectives (the mean, sliced)."""
+
+    def __init__(self, n: int, timeout_s: float = 5.0) -> None:
+        import threading
+
+        self.n = n
+        self.barrier = threading.Barrier(n, timeout=timeout_s)
+        self.inbox: list = [None] * n
+
+    def _exchange(self, rank: int, t: object, what: str) -> list:
+        import torch
+
+        if not isinstance(t, torch.Tensor):
+            raise RuleError(f"{what} was handed {_shown(t)}, not a tensor")
+        self.inbox[rank] = (what, t.detach().reshape(-1).clone())
+        self.barrier.wait()
+        called, ins = zip(*self.inbox)
+        self.barrier.wait()  # everyone has read: the next collective may overwrite the inbox
+        if len(set(called)) > 1:
+            raise _GroupError(f"the replicas called different collectives at once ({', '.join(called)}, in replica "
+                            f"order; a run would hang): every rank must call the same ones, in the same order")
+        sizes = sorted({x.numel() for x in ins})
+        if len(sizes) > 1:
+            raise _GroupError(f"{what} was handed tensors of different sizes by the replicas ({sizes})")
+        return ins
+
+    def reduce_scatter(self, rank: int) -> Callable:
+        def reduce_scatter(t):
+            import torch
+
+            ins = self._exchange(rank, t, "reduce_scatter")
+            k, left = divmod(ins[0].numel(), self.n)
+            if left:
+                raise _GroupError(f"reduce_scatter was handed {ins[0].numel()} values, which {self.n} replicas cannot "
+                                f"split evenly")
+            return torch.stack(ins).mean(0)[rank * k:(rank + 1) * k].clone()
+
+        return reduce_scatter
+
+    def all_gather(self, rank: int) -> Callable:
+        def all_gather(t):
+            import torch
+
+            return torch.cat(self._exchange(rank, t, "all_gather"))
+
+        return all_gather
+
+
+def on_stand_ins(rule: Callable, grads: Sequence, timeout_s: float = 5.0) -> list:
+    """`rule(grad, reduce_scatter, all_gather)` called by every replica of a `StandInGroup` (one thread each, one
+    gradient each): their answers, or a RuleError naming the replica whose own call failed."""
+    import threading
+
+    n = len(grads)
+    group = StandInGroup(n, timeout_s)
+    answers: list = [None] * n
+    errors: list[BaseException | None] = [None] * n
+
+    def member(r: int) -> None:
+        try:
+            answers[r] = rule(grads[r], group.reduce_scatter(r), group.all_gather(r))
+        except BaseException as e:  # noqa: BLE001 - reported below, with the replica
+            errors[r] = e
+            if not isinstance(e, _GroupError):  # the others raised it too; else they leave the collective they wait in
+                group.barrier.abort()
+
+    threads = [threading.Thread(target=member, args=(r,), daemon=True) for r in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(3 * timeout_s)
+    if any(t.is_alive() for t in threads):
+        group.barrier.abort()
+        raise RuleError(f"it did not return within {3 * timeout_s:g} s")
+    own = [(r, e) for r, e in enumerate(errors) if e is not None and not isinstance(e, threading.BrokenBarrierError)]
+    if own:
+        r, e = own[0]
+        raise RuleError(f"on replica {r} of {n}: {e if isinstance(e, RuleError) else f'{type(e).__name__}: {e}'}") from e
+    if any(e is not None for e in errors):
+        raise RuleError("the replicas called the collectives a different number of times (a run would hang): every "
+                        "rank must call the same collectives, in the same order")
+    return answers
+
+
+def grad_all_reduce_problem(source: str, replicas: int = 2) -> str | None:
+    """Why the gradient all-reduce rule cannot run (None when it can), found by calling it on `replicas` stand-in
+    replicas (threads of this process, `StandInGroup`) for gradients of 4·R and 6·R values, before any process
+    starts: it must not fail, and must return a floating tensor of the gradient's shape on every replica. Its
+    values are not judged here: a rule that answers the wrong numbers runs (the exercise's check judges the run)."""
+    try:
+        import torch
+
+        rule = grad_all_reduce(source)
+        n = max(2, int(replicas))
+        gen = torch.Generator().manual_seed(0)
+        for length in (4 * n, 6 * n):
+            on_stand_ins(rule, [torch.randn(length, generator=gen) for _ in range(n)])
+    except Exception as e:  # noqa: BLE001 - whatever the reader's code raises is the reason
+        return f"{GRAD_ALL_REDUCE_SIGNATURE}; it fails: {type(e).__name__}: {e}"
+    return None
+
+
+SYNC_GROUP_SIGNATURE = "fn(rank, shards, replicas) -> list of ranks (the sync group of that rank)"
+
+
+def sync_group(source: str) -> Callable[[int, int, int], list[int]]:
+    """The sync-group rule as every rank calls it: its answer as a sorted list of ints (whole numbers only)."""
+    import numbers
+
+    fn = load_rule(source, "sync-group rule")
+
+    def members(rank: int, shards: int, replicas: int) -> list[int]:
+        got = fn(int(rank), int(shards), int(replicas))
+        if got is None or isinstance(got, (str, bytes, dict)):
+            raise RuleError(f"the sync-group rule returned {got!r} for rank {rank}, not a list of ranks")
+        try:
+            items = list(got)
+        except TypeError as e:
+            raise RuleError(f"the sync-group rule returned {got!r} for rank {rank}, not a list of ranks") from e
+        out = []
+        for x in items:
+            if isinstance(x, float) and x.is_integer():
+                x = int(x)
+            if isinstance(x, bool) or not isinstance(x, numbers.Integral):
+                raise RuleError(f"the sync-group rule returned {got!r} for rank {rank}: {x!r} is not a rank")
+            out.append(int(x))
+        return sorted(out)
+
+    return members
+
+
+def sync_groups(source: str, shards: int, replicas: int) -> list[list[int]]:
+    """Every sync group the rule gives on an S × R mesh, each sorted, ordered by its smallest rank: the order in
+    which every rank creates them (for the mesh's own groups, the order `Mesh.build` uses: shard 0, 1, …).
+
+    RuleError when the rule raises, answers anything but ranks of the mesh, or its groups are not a partition of
+    the S·R ranks into groups of `replicas` ranks in which every member gives the same group."""
+    rule = sync_group(source)
+    world = shards * replicas
+    of = {}
+    for rank in range(world):
+        try:
+            of[rank] = rule(rank, shards, replicas)
+        except RuleError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever the reader's code raises is the reason
+            raise RuleError(f"fn({rank}, {shards}, {replicas}) raised {type(e).__name__}: {e}") from e
+    for rank, group in of.items():
+        where = f"fn({rank}, {shards}, {replicas}) = {group}"
+        if len(set(group)) != len(group):
+            raise RuleError(f"{where} names a rank twice")
+        if not all(0 <= m < world for m in group):
+            raise RuleError(f"{where} names a rank outside the mesh's 0..{world - 1}")
+        if rank not in group:
+            raise RuleError(f"{where} does not contain rank {rank} itself")
+        if len(group) != replicas:
+            raise RuleError(f"{where} has {len(group)} ranks: a sync group holds one rank per replica, "
+                            f"{replicas} on this mesh")
+        for m in group:
+            if of[m] != group:
+                raise RuleError(f"{where} but fn({m}, {shards}, {replicas}) = {of[m]}: every member of a group must "
+                                f"give the same group, or the collectives would wait forever")
+    return sorted((list(g) for g in {tuple(g) for g in of.values()}), key=lambda g: g[0])
+
+
+def one_rank_per_replica(groups: Sequence[Sequence[int]], shards: int) -> bool:
+    """Does every group hold one rank of every replica (it may pair different shard indices)?"""
+    return all(len({m // shards for m in g}) == len(g) for g in groups)
+
+
+def sync_groups_problem(source: str, shards: int, replicas: int, timed: bool = False) -> str | None:
+    """Why the sync-group rule cannot run on an S × R mesh (None when it can), found by calling it for every rank
+    before any process starts. `timed`: A-EDiT or a time budget, where the replicas decide over the sync group
+    when to sync or stop, so that a group holding two ranks of one replica could decide unlike the others."""
+    try:
+        groups = sync_groups(source, shards, replicas)
+    except Exception as e:  # noqa: BLE001 - whatever the reader's code raises is the reason
+        return f"{SYNC_GROUP_SIGNATURE}; it fails on the {shards}×{replicas} mesh: {type(e).__name__}: {e}"
+    if timed and not one_rank_per_replica(groups, shards):
+        bad = next(g for g in groups if len({m // shards for m in g}) != len(g))
+        return (f"{SYNC_GROUP_SIGNATURE}; its group {bad} holds two ranks of one replica, which A-EDiT and time "
+                f"budgets cannot run (the replicas agree over the sync group on when to sync and stop)")
+    return None
+
+
+def outer_step(source: str) -> Callable:
+    """The outer-step rule as every rank calls it on one unit's anchor shard: `step(anchor, delta_bar, buf, lr,
+    momentum) -> (new_anchor, new_buf)`, two tensors of the anchor's dtype, device and shape.
+
+    The reader's function gets copies (only what it returns counts, whatever it does in place) and the lr and
+    momentum as floats; a pair of anything `torch.as_tensor` reads (a tensor, a list of numbers) is accepted."""
+    import torch
+
+    fn = load_rule(source, "outer step rule", names={"torch": torch})
+
+    def step(anchor, delta_bar, buf, lr: float, momentum: float):
+        got = fn(anchor.clone(), delta_bar.clone(), buf.clone(), float(lr), float(momentum))
+        if not isinstance(got, (tuple, list)) or len(got) != 2:
+            shown = " ".join(repr(got).split())
+            raise RuleError(f"the outer step rule returned {shown[:80]}, not the pair (new_anchor, new_buf)")
+        out = []
+        for what, x in zip(("new anchor", "new buffer"), got):
+            try:
+                t = torch.as_tensor(x, dtype=anchor.dtype, device=anchor.device)
+            except Exception as e:  # noqa: BLE001 - None, a string, an object: not values
+                raise RuleError(f"the outer step rule returned a {what} of type {type(x).__name__}, not a "
+                                f"tensor") from e
+            if t.shape != anchor.shape:
+                raise RuleError(f"the outer step rule returned a {what} of shape {tuple(t.shape)} for an anchor "
+                                f"shard of shape {tuple(anchor.shape)}: both must have the anchor's shape")
+            out.append(t.detach())
+        return out[0], out[1]
+
+    return step
+
+
+def outer_step_problem(source: str, lr: float = 0.7, momentum: float = 0.8) -> str | None:
+    """Why the outer-step rule cannot run (None when it can), found by calling it for three steps on a 5-value and
+    a 1-value anchor shard (the buffer starting at zeros), with the run's lr and momentum, before any process
+    starts: it must not fail, must return two tensors of the anchor's shape, and finite ones for finite inputs."""
+    try:
+        import torch
+
+        rule = outer_step(source)
+        deltas = ([0.2, -0.1, 0.05, 0.0, 1.0], [0.1, 0.1, -0.2, 0.3, -0.5], [0.3, 0.0, 0.1, -0.1, 0.2])
+        for n in (5, 1):
+            anchor, buf = torch.linspace(-1.0, 1.0, n), torch.zeros(n)
+            for d in deltas:
+                new_anchor, new_buf = rule(anchor, torch.tensor(d[:n]), buf, lr, momentum)
+                if not (bool(torch.isfinite(new_anchor).all()) and bool(torch.isfinite(new_buf).all())):
+                    raise RuleError(f"the outer step rule returned non-finite values for finite inputs "
+                                    f"({new_anchor.tolist()}, {new_buf.tolist()})")
+                anchor, buf = new_anchor, new_buf
+    except Exception as e:  # noqa: BLE001 - whatever the reader's code raises is the reason
+        return f"{OUTER_STEP_SIGNATURE}; it fails: {type(e).__name__}: {e}"
     return None

@@ -372,8 +372,9 @@ class RankBackend:
         m = self.mesh
         if name == "shard":
             return ("shard", m.replica), m.shard_group_ranks()
-        if name == "sync":
-            return ("sync", m.shard), m.sync_group_ranks()
+        if name == "sync":  # keyed by its smallest rank: the shard index for the mesh's own groups
+            members = m.sync_group_ranks()
+            return ("sync", members[0]), members
         return ("world",), list(range(m.world_size))
 
     def _arrive(self, op: str, group: str, inp: Any, out: Any, nbytes: int) -> VirtualWork:
@@ -485,12 +486,13 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
     import torch
 
     from . import rundir
-    from .mesh import Mesh
+    from .mesh import Mesh, configured_sync_groups, members_of
     from .run import Run
     from .rundir import RunWriter
     from .worker import Trainer
 
     costs = costs_for(cfg)
+    groups = configured_sync_groups(cfg)  # a sync_group_rule's groups (None: the mesh's own)
     (out / rundir.CONFIG).write_text(cfg.to_json())
     fabric = Fabric(cfg, CostModel(costs))
     records: dict[int, Any] = {}
@@ -498,7 +500,7 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
     VirtualComm = virtual_comm_class()
 
     def body(rank: int) -> None:
-        mesh = Mesh(rank, cfg.world_size, cfg.shards, cfg.replicas, None, None)
+        mesh = Mesh(rank, cfg.world_size, cfg.shards, cfg.replicas, None, None, members_of(rank, groups))
         trainer = Trainer(cfg, mesh, torch.device("cpu"), fabric.clocks[rank],
                           comm_factory=lambda log: VirtualComm(mesh, log, fabric))
         trainer.stragglers = costed_stragglers(cfg, costs)

@@ -27,7 +27,7 @@ from .comm import Comm, LinkModel
 from .config import RunConfig
 from .data import Corpus, corrupt_batch, load_corpus, mix_seed, train_batch, val_batches
 from .events import Clock, EventLog, own_compute_s
-from .mesh import Mesh
+from .mesh import Mesh, configured_sync_groups
 from .methods import make_method
 from .model import build_model
 from . import rundir
@@ -322,7 +322,7 @@ def run_rank(cfg: RunConfig, rank: int, world_size: int, local_rank: int, init_m
                             timeout=datetime.timedelta(seconds=cfg.timeout_s))
     trainer: Trainer | None = None
     try:
-        mesh = Mesh.build(cfg.shards, cfg.replicas, timeout_s=cfg.timeout_s)
+        mesh = Mesh.build(cfg.shards, cfg.replicas, timeout_s=cfg.timeout_s, sync_groups=configured_sync_groups(cfg))
         clock = Clock()
         trainer = Trainer(cfg, mesh, device, clock)
         stray_tensors_to(os.environ.get(STRAY_DEVICE_ENV))

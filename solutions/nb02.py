@@ -1,4 +1,5 @@
-"""Answers of notebook 02 (Local SGD and DiLoCo): the bytes τ saves, the outer Nesterov step, the first sync."""
+"""Answers of notebook 02 (Local SGD and DiLoCo): the bytes τ saves, the outer Nesterov step (checked on tensors, then
+in a real run), the first sync."""
 
 NOTEBOOK = "02_local_sgd_and_diloco.ipynb"
 
@@ -7,6 +8,9 @@ ANSWERS = [
      "assigns": "prediction", "kind": "prediction",
      "source": """\
 prediction = TAU  # sync sends one gradient shard every step, DiLoCo one parameter shard (as large) every τ steps"""},
+    # also judged by a run: the notebook's next check cell ships this function to every rank
+    # (check_outer_step_in_a_run, the solutions mode runs it), and tests/distributed/test_outer_step_rule.py runs
+    # this answer against it in a temporary directory
     {"marker": "def outer_step(anchor: torch.Tensor, delta_bar: torch.Tensor, buf: torch.Tensor, lr: float, "
                "momentum: float):",
      "assigns": "outer_step", "kind": "code", "check": "passed = check_outer_step(outer_step, lr=0.7, momentum=0.8)",

@@ -45,6 +45,12 @@ class Method:
         self.mesh = self.comm.mesh
         self.optimizer: torch.optim.Optimizer | None = None  # set by the worker
         self.on_synced: Callable[[int], None] | None = None  # set by the worker (checkpoints)
+        # the reader's gradient all-reduce (RunConfig.grad_all_reduce_rule, edit_lab.rules), compiled once per rank
+        self.grad_rule: Callable | None = None
+        if getattr(cfg, "grad_all_reduce_rule", None) is not None:
+            from ..rules import grad_all_reduce
+
+            self.grad_rule = grad_all_reduce(cfg.grad_all_reduce_rule)
 
     # ---------------------------------------------------------------- hooks
     def begin_step(self, step: int) -> None:
@@ -127,6 +133,9 @@ class Method:
         R = self.mesh.replicas
         if R == 1:
             return
+        if self.grad_rule is not None:
+            self.all_reduce_grads_by_rule()
+            return
         handles = []
         for unit, p in enumerate(self.engine.shards):
             if p.grad is None:
@@ -136,3 +145,47 @@ class Method:
         for p, h in handles:
             h.wait()
             p.grad.div_(R)
+
+    @torch.no_grad()
+    def all_reduce_grads_by_rule(self) -> None:
+        """The reader's all-reduce (`RunConfig.grad_all_reduce_rule`), unit by unit, from the sync group's real
+        collectives: each unit's gradient shard, zero-padded to a multiple of R, is handed to the rule with a
+        blocking `reduce_scatter` (this rank's slice of the mean) and `all_gather`, both recorded as the unit's
+        `grad_all_reduce` events; what the rule returns, unpadded, becomes the shard's gradient."""
+        R = self.mesh.replicas
+        for unit, p in enumerate(self.engine.shards):
+            if p.grad is None:
+                continue
+            n = p.grad.numel()
+            grad = torch.zeros(-(-n // R) * R, dtype=p.grad.dtype, device=p.grad.device)
+            grad[:n] = p.grad.reshape(-1)
+            answer = self.grad_rule(grad, *self.sync_collectives(unit))
+            p.grad.copy_(answer[:n].to(p.grad.dtype).view_as(p.grad))
+
+    def sync_collectives(self, unit: int) -> tuple[Callable, Callable]:
+        """(reduce_scatter, all_gather) over the sync group, as a gradient all-reduce rule is given them."""
+        from ..rules import RuleError
+
+        R = self.mesh.replicas
+
+        def flat(t: Any, what: str) -> torch.Tensor:
+            if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+                raise RuleError(f"{what} was handed {type(t).__name__} {getattr(t, 'dtype', '')}, not a tensor of "
+                                f"floating point numbers")
+            return t.detach().reshape(-1).contiguous()
+
+        def reduce_scatter(t: Any) -> torch.Tensor:
+            t = flat(t, "reduce_scatter")
+            if t.numel() % R:
+                raise RuleError(f"reduce_scatter was handed {t.numel()} values, which {R} replicas cannot split evenly")
+            out = torch.empty(t.numel() // R, dtype=t.dtype, device=t.device)
+            self.comm.reduce_scatter(out, t, group="sync", kind="grad_all_reduce", unit=unit, mean=True)
+            return out
+
+        def all_gather(t: Any) -> torch.Tensor:
+            t = flat(t, "all_gather")
+            out = torch.empty(t.numel() * R, dtype=t.dtype, device=t.device)
+            self.comm.all_gather(out, t, group="sync", kind="grad_all_reduce", unit=unit)
+            return out
+
+        return reduce_scatter, all_gather

@@ -72,7 +72,20 @@ def check_compatible(cfg: RunConfig, costs: Costs) -> Costs:
 
 def simulate(cfg: RunConfig, costs: Costs, keep_events: bool = True) -> Prediction:
     """Simulate `cfg` with `costs`; `keep_events=False` keeps only the accounting (large clusters)."""
+    if getattr(cfg, "grad_all_reduce_rule", None) is not None:  # notebook 01's exercise: it would time the built-in
+        first = next((ln.strip() for ln in cfg.grad_all_reduce_rule.splitlines() if ln.strip()), "")
+        raise ConfigError(f"grad_all_reduce_rule={first[:80]!r} is not allowed in a preview: None (the simulator "
+                          f"times the built-in all-reduce, one collective per unit, not the collectives a rule "
+                          f"issues; launch the run to time yours)")
     costs = check_compatible(cfg, costs)
+    if getattr(cfg, "sync_group_rule", None) is not None:  # notebook 03's exercise: other sync groups
+        from ..mesh import configured_sync_groups
+
+        own = [[r * cfg.shards + s for r in range(cfg.replicas)] for s in range(cfg.shards)]
+        if configured_sync_groups(cfg) != own:
+            raise ConfigError("sync_group_rule=... is not allowed in the preview simulator unless it gives the mesh's "
+                              "own sync groups (one shard index in every replica), the only ones it models: launch "
+                              "the run instead")
     engine = Engine(costs, cfg.replicas, cfg.shards, cfg.link_latency_ms / 1e3, cfg.link_bandwidth_mb_s * 1e6,
                     keep_events=keep_events)
     programs: list[ReplicaProgram] = [PROGRAMS[cfg.method](cfg, costs, r) for r in range(cfg.replicas)]

@@ -14,9 +14,7 @@ import pytest
 from edit_lab import launch
 from edit_lab.exercises.nb06 import check_straggler_in_a_run
 from edit_lab.rules import rule_source
-from edit_lab.tools import solutions as sol
-from edit_lab.tools.notebooks import notebooks
-from tests.helpers import small
+from tests.helpers import small, solution_function
 from tests.unit.exercise_asserts import not_yet
 
 
@@ -118,13 +116,9 @@ def test_the_shipped_cell_is_not_answered_yet_and_launches_nothing(tmp_path, cap
 
 
 def test_the_answer_in_solutions_passes_the_check(tmp_path, capsys):
-    nb = next(p for p in notebooks() if p.name.startswith("06"))
-    answer = next(a for a in sol.load(nb).answers if a.assigns == "my_throttle")
-    ns: dict = {}
-    exec(compile(answer.source, str(tmp_path / "answer.py"), "exec"), ns)  # noqa: S102 - the repository's answer
-    (tmp_path / "answer.py").write_text(answer.source)  # so that inspect.getsource finds it, as in a kernel
-    assert rule_source(ns["my_throttle"]).startswith("def my_throttle(")
-    assert check_straggler_in_a_run(ns["my_throttle"], virtual(), tmp_path / "run"), capsys.readouterr().out
+    my_throttle = solution_function("06", "my_throttle", tmp_path)
+    assert rule_source(my_throttle).startswith("def my_throttle(")
+    assert check_straggler_in_a_run(my_throttle, virtual(), tmp_path / "run"), capsys.readouterr().out
     assert capsys.readouterr().out.startswith("Correct")
 
 

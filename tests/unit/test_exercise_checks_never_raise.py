@@ -39,10 +39,20 @@ REQUIRED: dict[str, dict[str, Any]] = {
     # 05: a real run of the notebook's base; every bad answer here is refused before any process starts
     "check_weighting_in_a_run": {"base": RunConfig(method="edit", model="nano", steps=4),
                                  "out": Path(tempfile.gettempdir()) / "edit-lab-never-raise"},
+    # 01: a real 1 × 2 run of the notebook's base; every bad answer here is refused before any process starts
+    "check_all_reduce_in_a_run": {"base": RunConfig(method="sync", shards=1, replicas=2, model="nano", seq_len=32,
+                                                    batch_size=4, steps=4),
+                                  "out": Path(tempfile.gettempdir()) / "edit-lab-never-raise"},
     # 06: a real run of the notebook's virtual-clock base; every bad answer here is refused before it starts
     "check_straggler_in_a_run": {"base": RunConfig(method="edit", clock="virtual", shards=1, replicas=2,
                                                    model="nano", seq_len=32, batch_size=4, steps=4),
                                  "out": Path(tempfile.gettempdir()) / "edit-lab-never-raise"},
+    # 02: a real run of the notebook's base; every bad answer here is named on toy tensors before any launch
+    "check_outer_step_in_a_run": {"base": RunConfig(method="diloco", model="nano", steps=4),
+                                  "out": Path(tempfile.gettempdir()) / "edit-lab-never-raise"},
+    # 03: a real 2 × 2 run of the notebook's base; every bad answer here fails the plain check, nothing starts
+    "check_sync_group_in_a_run": {"base": RunConfig(method="edit", shards=2, replicas=2, model="nano", steps=4),
+                                  "out": Path(tempfile.gettempdir()) / "edit-lab-never-raise"},
 }
 
 # What every falsy verdict line starts with (never a verdict symbol of edit_lab.verdict).
