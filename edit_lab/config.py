@@ -176,6 +176,10 @@ class RunConfig:
     warmup_steps: int = knob(10, "W: fully synchronous steps before local steps begin", section=S_SCHEDULE, ge=0)
     sync_interval: int = knob(10, "tau: inner steps between syncs", section=S_SCHEDULE, ge=1)
     prefetch: bool = knob(True, "overlap unit l+1's sync with unit l's compute", section=S_SCHEDULE)
+    sync_schedule_rule: str | None = knob(
+        None, "the source of a Python function fn(n_units) -> list of (kind, unit) operations (issue, wait, "
+        "all_gather, compute): the order of one EDiT/A-EDiT sync step's forward, run on every rank instead of "
+        "prefetch's (edit_lab.rules; None: prefetch's)", section=S_SCHEDULE)
     cpu_offload: bool = knob(False, "keep anchor and outer momentum on the CPU between syncs", section=S_SCHEDULE)
     # --- outer optimizers ---
     outer_lr: float = knob(0.7, "outer learning rate of diloco, edit and aedit (co2 has its own: co2_outer_lr)",
@@ -393,6 +397,8 @@ class RunConfig:
                 first = next((ln.strip() for ln in str(self.sync_group_rule).splitlines() if ln.strip()), "")
                 raise ConfigError(f"sync_group_rule={first[:80]!r} is not allowed: {why}")
         n_units = 1 + size.n_layers
+        if self.sync_schedule_rule is not None:
+            self._check_sync_schedule_rule(n_units)
         if len(set(self.spike_units)) != len(self.spike_units) or not all(
                 isinstance(u, int) and not isinstance(u, bool) and 0 <= u < n_units for u in self.spike_units):
             bad("spike_units", f"distinct unit indices in 0..{n_units - 1} (0 is the root unit), or () for all")
@@ -455,6 +461,19 @@ class RunConfig:
 
         if (why := outer_step_problem(self.outer_step_rule, self.outer_lr, self.outer_momentum)) is not None:
             raise ConfigError(f"outer_step_rule={first[:80]!r} is not allowed: {why}")
+
+    def _check_sync_schedule_rule(self, n_units: int) -> None:
+        """A reader's layer-wise sync order (edit_lab.rules): EDiT and A-EDiT only; called once for the model's
+        unit count (no torch)."""
+        first = next((ln.strip() for ln in str(self.sync_schedule_rule).splitlines() if ln.strip()), "")
+        methods = [m for m in METHODS if capabilities(m).layerwise_sync]
+        if self.method not in methods:
+            raise ConfigError(f"sync_schedule_rule={first[:80]!r} is not allowed with method={self.method!r}: the "
+                              f"rule orders the layer-wise sync inside the forward of {', '.join(methods)} only")
+        from .rules import sync_schedule_problem
+
+        if (why := sync_schedule_problem(self.sync_schedule_rule, n_units)) is not None:
+            raise ConfigError(f"sync_schedule_rule={first[:80]!r} is not allowed: {why}")
 
     def _check_grad_all_reduce_rule(self) -> None:
         """A reader's gradient all-reduce (edit_lab.rules): only where a gradient all-reduce over the sync group

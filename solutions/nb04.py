@@ -16,10 +16,28 @@ answer_transfer_ms = 2 + 99_072 / 20e6 * 1e3  # latency + bytes / bandwidth = 2 
      "assigns": "answer_exposed_ms", "kind": "exercise", "check": "check_exposed_with_prefetch(answer_exposed_ms)",
      "source": """\
 answer_exposed_ms = 7 + 4 * (7 - 3)  # unit 0 in full, each later unit's transfer overlaps 3 ms of compute: 23 ms"""},
-    # exercise 3 passes as shipped (the notebook asks to break it, then restore it): kept as it is
+    # checked in-process by the replay (check_schedule), and judged by a real 2 × 2 EDiT run in the next cell
+    # (check_schedule_in_a_run: the schedule as every rank's sync_schedule_rule, bit for bit against prefetch off);
+    # tests/distributed/test_sync_schedule_rule.py runs this answer against that check too
     {"marker": "from edit_lab.exercises.nb04 import check_schedule",
      "assigns": "my_schedule", "kind": "code", "check": "check_schedule(my_schedule)", "says": "The rule holds",
-     "source": None},
+     "source": """\
+from edit_lab.exercises.nb04 import check_schedule
+
+
+def my_schedule(n_units: int) -> list:
+    \"\"\"One sync step's forward on one rank, with prefetch.\"\"\"
+    ops = [("issue", 0)]
+    for unit in range(n_units):
+        if unit + 1 < n_units:
+            ops.append(("issue", unit + 1))  # prefetch: the next unit's sync travels while this one computes
+        ops.append(("wait", unit))
+        ops.append(("all_gather", unit))
+        ops.append(("compute", unit))
+    return ops
+
+
+check_schedule(my_schedule)"""},
 ]
 
 MAY_MISS = {

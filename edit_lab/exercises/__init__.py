@@ -214,6 +214,27 @@ def not_a_function(fn: Any, call: str) -> CheckResult | None:
     return not_yet(f"{show(fn)} is not a function; expected a function to call as {call}.")
 
 
+def reference_run(cfg: Any, out: Any, suffix: str) -> Any:
+    """The library's own run of `cfg`, in `<out>-<suffix>` next to the reader's run: reused when a finished run
+    of the same configuration (its folder and progress bar aside) is there, else launched (that folder
+    overwritten). What a code exercise's run is judged against."""
+    from pathlib import Path
+
+    from ..launch import launch
+    from ..run import Run
+
+    where = Path(out).with_name(f"{Path(out).name}-{suffix}")
+    want = cfg.replace(out=str(where))
+    if (where / "summary.json").exists():
+        try:
+            old = Run(where)
+            if old.config.replace(out=None, progress=False).to_dict() == want.replace(out=None, progress=False).to_dict():
+                return old
+        except Exception:  # noqa: BLE001 - an unreadable folder is launched again
+            pass
+    return launch(want, overwrite=True)
+
+
 def run_a_rule(launch_cfg: Callable[[], Any]) -> tuple[Any, CheckResult | None]:
     """(the run, None), or (None, the verdict) when a reader's rule kept the run from finishing: refused before
     any process started, failed on a rank (named, with its last traceback line), or anything else. Never raises.

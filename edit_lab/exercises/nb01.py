@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import (CheckResult, correct, judge_number, not_a_function, not_answered, not_yet, run_a_rule, short_error,
-               show)
+from . import (CheckResult, correct, judge_number, not_a_function, not_answered, not_yet, reference_run, run_a_rule,
+               short_error, show)
 
 BYTES_PER_VALUE = 4  # float32 gradients
 
@@ -190,21 +190,8 @@ def train_losses(run: Any) -> dict[tuple[int, int], float]:
 
 
 def builtin_reference(cfg: Any, out: Any) -> Any:
-    """The run of `cfg` with the built-in all-reduce, in `<out>-builtin` next to `out`: reused when a run of the
-    very same configuration is already there, else launched (overwriting that folder)."""
-    from pathlib import Path
-
-    from ..launch import launch
-    from ..run import Run
-
-    ref_cfg = cfg.replace(grad_all_reduce_rule=None, out=str(Path(out).with_name(Path(out).name + "-builtin")))
-    try:
-        cached = Run(ref_cfg.out)
-        if cached.config.to_dict() == ref_cfg.to_dict() and (cached.path / "summary.json").exists():
-            return cached
-    except Exception:  # noqa: BLE001 - no usable run there: launch one
-        pass
-    return launch(ref_cfg, overwrite=True)
+    """The run of `cfg` with the built-in all-reduce, in `<out>-builtin` next to `out` (reused when it is there)."""
+    return reference_run(cfg.replace(grad_all_reduce_rule=None), out, "builtin")
 
 
 def _stand_in_answers(fn: Any, replicas: int) -> list | None:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from . import (CheckResult, correct, judge_number, not_a_function, not_answered, not_yet, run_a_rule, short_error,
-               show)
+from . import (CheckResult, correct, judge_number, not_a_function, not_answered, not_yet, reference_run, run_a_rule,
+               short_error, show)
 
 
 def nesterov_first_step(lr: float, momentum: float) -> float:
@@ -215,9 +215,6 @@ def _differs(a: Any, b: Any) -> list[str]:
 def _library_run(cfg: Any, out: Any, reference: Any) -> tuple[Any, str | None]:
     """(the library's run of `cfg`, None), or (None, why `reference` cannot be one). `reference` None: the run
     `<out>-library` next to `out`, reused when it is a finished run of `cfg`, else launched (overwritten)."""
-    from pathlib import Path
-
-    from ..launch import launch
     from ..run import Run
 
     if reference is not None:
@@ -226,14 +223,7 @@ def _library_run(cfg: Any, out: Any, reference: Any) -> tuple[Any, str | None]:
             return None, (f"`reference` ({ref.path}) is not a run of `base` with the library's step: it differs in "
                           f"{', '.join(diff[:5])}")
         return ref, None
-    path = Path(out).with_name(Path(out).name + "-library")
-    try:
-        ref = Run(path)
-        if not _differs(ref.config, cfg) and ref.summary.get("final_val_loss") is not None:
-            return ref, None
-    except (FileNotFoundError, OSError, ValueError):
-        pass
-    return launch(cfg.replace(out=str(path)), overwrite=True), None
+    return reference_run(cfg, out, "library"), None
 
 
 def _where(step: int | None, syncs: list[int], steps: int) -> tuple[int, str]:

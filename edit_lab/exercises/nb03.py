@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import (CheckResult, correct, is_whole, not_a_function, not_answered, not_yet, read_numbers, run_a_rule,
-               short_error, show)
+from . import (CheckResult, correct, is_whole, not_a_function, not_answered, not_yet, read_numbers, reference_run,
+               run_a_rule, short_error, show)
 
 
 def sync_group(rank: int, shards: int, replicas: int) -> list[int]:
@@ -80,23 +80,8 @@ def _same(a: float, b: float) -> bool:
 
 
 def _reference(cfg: Any, out: Any) -> Any:
-    """The run of `cfg` with the mesh's own sync groups, in `<out>-mesh-groups`: launched, or reused when that
-    directory already holds a finished run of the same configuration."""
-    from pathlib import Path
-
-    from ..launch import launch
-    from ..run import Run
-
-    where = Path(out).with_name(Path(out).name + "-mesh-groups")
-    want = cfg.replace(out=str(where), sync_group_rule=None)
-    if (where / "summary.json").exists():
-        try:
-            old = Run(where)
-            if old.config.replace(out=None).to_json() == want.replace(out=None).to_json():
-                return old
-        except Exception:  # noqa: BLE001 - an unreadable directory is launched again
-            pass
-    return launch(want, overwrite=True)
+    """The run of `cfg` with the mesh's own sync groups, in `<out>-mesh-groups` (reused when it is there)."""
+    return reference_run(cfg.replace(sync_group_rule=None), out, "mesh-groups")
 
 
 def _final_anchors(run: Any) -> dict[tuple[int, int], int]:

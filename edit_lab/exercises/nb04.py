@@ -18,7 +18,8 @@ import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import CheckResult, compare_yes_no, correct, judge_number, not_a_function, not_yet, short_error, show
+from . import (CheckResult, compare_yes_no, correct, judge_number, not_a_function, not_answered, not_yet, reference_run,
+               run_a_rule, short_error, show)
 
 #: One operation of a sync step's forward on one rank: (kind, unit).
 Op = tuple[str, int]
@@ -188,40 +189,49 @@ def recorded_schedule(events: Any) -> list[Op]:
     return [op for *_, op in sorted(timed)]
 
 
+def _replayed(schedule: Any, n_units: int, transfer: float, compute: float) -> tuple[bool | None, str, list]:
+    """(passes, what check_schedule says, its problems) for `schedule(n_units)` replayed; never raises.
+    passes None: it returns None, as the notebook's shipped cell does: not answered yet."""
+    try:
+        ops = schedule(n_units)
+    except Exception as exc:  # the reader's code: explain, do not crash the notebook
+        return False, f"schedule({n_units}) raised {short_error(exc)}", []
+    if ops is None:  # the notebook's shipped cell
+        return None, "the schedule returns None; return a list of (kind, unit) operations.", []
+    try:
+        ops = list(ops) if not isinstance(ops, (str, bytes)) else None
+    except Exception:
+        ops = None
+    if ops is None:
+        return False, (f"schedule({n_units}) returned something that is not a list; return a list of (kind, unit) "
+                       f"operations, kind one of {OP_KINDS}."), []
+    problems = schedule_problems(ops, n_units)
+    if problems:
+        more = len(problems) - 1
+        after = f" ({more} more problem{'s' * (more > 1)} after this one.)" if more else ""
+        return False, f"{problems[0]}.{after}", problems
+    ops = [_as_op(op) for op in ops]
+    blocked = replay_exposed_ms(ops, transfer, compute)
+    without = replay_exposed_ms(no_prefetch_schedule(n_units), transfer, compute)
+    best = replay_exposed_ms(prefetch_schedule(n_units), transfer, compute)
+    if blocked >= without:
+        return False, (f"the rule holds, but the rank stands blocked {blocked:g} ms per sync, as without prefetch "
+                       f"({without:g} ms): issue unit l+1's sync before unit l computes."), []
+    return True, (f"The rule holds (every unit synced before it is gathered), and the rank stands blocked "
+                  f"{blocked:g} ms per sync instead of {without:g} ms without prefetch (the engine's order: "
+                  f"{best:g} ms)."), []
+
+
 def check_schedule(schedule: Callable[[int], Sequence[Op] | None], n_units: int = 5, transfer: float = 7.0,
                    compute: float = 3.0) -> CheckResult:
     """Replay `schedule(n_units)`: "Not yet" names the first broken rule; else the blocked ms are printed
     against prefetch off, and a schedule that keeps the rule but hides nothing is 'not yet'. Never raises."""
     if (refused := not_a_function(schedule, "schedule(n_units) -> list of (kind, unit) operations")) is not None:
         return refused
-    try:
-        ops = schedule(n_units)
-    except Exception as exc:  # the reader's code: explain, do not crash the notebook
-        return not_yet(f"schedule({n_units}) raised {short_error(exc)}")
-    if ops is None:
-        return not_yet("the schedule returns None; return a list of (kind, unit) operations.")
-    try:
-        ops = list(ops) if not isinstance(ops, (str, bytes)) else None
-    except Exception:
-        ops = None
-    if ops is None:
-        return not_yet(f"schedule({n_units}) returned something that is not a list; return a list of (kind, unit) "
-                       f"operations, kind one of {OP_KINDS}.")
-    problems = schedule_problems(ops, n_units)
-    if problems:
-        more = len(problems) - 1
-        after = f" ({more} more problem{'s' * (more > 1)} after this one.)" if more else ""
-        return not_yet(f"{problems[0]}.{after}")
-    ops = [_as_op(op) for op in ops]
-    blocked = replay_exposed_ms(ops, transfer, compute)
-    without = replay_exposed_ms(no_prefetch_schedule(n_units), transfer, compute)
-    best = replay_exposed_ms(prefetch_schedule(n_units), transfer, compute)
-    if blocked >= without:
-        return not_yet(f"the rule holds, but the rank stands blocked {blocked:g} ms per sync, as without prefetch "
-                       f"({without:g} ms): issue unit l+1's sync before unit l computes.")
-    return correct(f"The rule holds (every unit synced before it is gathered), and the rank stands blocked "
-                   f"{blocked:g} ms per sync instead of {without:g} ms without prefetch (the engine's order: "
-                   f"{best:g} ms).")
+    passed, message, _ = _replayed(schedule, n_units, transfer, compute)
+    if passed is None:
+        return not_answered(message)
+    return correct(message) if passed else not_yet(message)
 
 
 def check_prediction_cheaper(prediction: Any, edit_ms: float, diloco_ms: float, setting: str) -> CheckResult:
@@ -230,3 +240,179 @@ def check_prediction_cheaper(prediction: Any, edit_ms: float, diloco_ms: float, 
     measured = (f"{setting}: EDiT exposed {edit_ms:.1f} ms per sync, DiLoCo {diloco_ms:.1f} ms, so EDiT "
                 f"was {'cheaper' if cheaper else 'dearer'}.")
     return compare_yes_no(prediction, cheaper, measured)
+
+
+# ------------------------------------------------------------------------- the schedule in a real run
+GATHERED_EARLY = "is all-gathered before its sync is done"  # schedule_problems' words for a gather before the wait
+
+
+def executed_schedule(events: Any) -> list[Op]:
+    """What one rank executed in a sync step, read from `analysis.events_table(run, steps=sync_step, ranks=[r])`:
+    issue = a unit's `sync_reduce` is issued, wait = the rank starts waiting for it (its `wait` event), then the
+    unit's first `all_gather` and first `compute_fwd`; sorted by time (unlike `recorded_schedule`, a wait is when
+    the rank called it, not when the transfer ended)."""
+    timed: list[tuple[float, int, Op]] = []
+    ev = events[events["unit"].notna()]
+    for unit, rows in ev.groupby("unit"):
+        unit = int(unit)
+        for order, (name, sel) in enumerate((
+                ("issue", rows["kind"] == "sync_reduce"),
+                ("wait", (rows["kind"] == "wait") & (rows["on"] == "sync_reduce")),
+                ("all_gather", rows["kind"] == "all_gather"),
+                ("compute", rows["kind"] == "compute_fwd"))):
+            if sel.any():
+                timed.append((float(rows.loc[sel, "t0"].min()), order, (name, unit)))
+    return [op for *_, op in sorted(timed)]
+
+
+def as_executed(ops: Sequence[Op]) -> list[Op]:
+    """The order the engine runs `ops` in: its issues, waits and all-gathers as listed, each unit computed right
+    after its all-gather (a unit's issues and waits run in its pre-forward, before the all-gather)."""
+    out: list[Op] = []
+    for kind, unit in ops:
+        if kind == "compute":
+            continue
+        out.append((kind, unit))
+        if kind == "all_gather":
+            out.append(("compute", unit))
+    return out
+
+
+def issued_early(ops: Sequence[Op]) -> list[int]:
+    """The units whose sync the schedule leaves in flight across a unit's compute (issued in one unit's
+    pre-forward, waited for in a later one's): the only transfers the run can hide."""
+    at, gathered = {}, 0
+    for kind, unit in ops:
+        if kind == "all_gather":
+            gathered += 1
+        elif kind in ("issue", "wait"):
+            at[(kind, unit)] = gathered
+    return sorted(u for (k, u), g in at.items() if k == "issue" and at.get(("wait", u), g) > g)
+
+
+def prefetch_off_reference(cfg: Any, out: Any) -> Any:
+    """The run of `cfg` with prefetch off and no rule, in `<out>-prefetch-off` next to `out` (reused when it is
+    there)."""
+    return reference_run(cfg.replace(prefetch=False, sync_schedule_rule=None), out, "prefetch-off")
+
+
+def _train_losses(run: Any) -> dict[tuple[int, int], float]:
+    return {(int(m["step"]), int(m["replica"])): float(m["loss"]) for m in run.metrics if m.get("kind") == "train"}
+
+
+def _ops_line(ops: Sequence[Op]) -> str:
+    return ", ".join(f"{kind} {unit}" for kind, unit in ops)
+
+
+def check_schedule_in_a_run(schedule: Any, base: Any, out: Any) -> CheckResult:
+    """Replay `schedule`, then run it on every rank of a real EDiT run of `base` and judge it by that run.
+
+    First `check_schedule`'s replay (on `base`'s unit count): a schedule it refuses is told so, and nothing is
+    launched, except one whose only fault is a unit all-gathered before its sync is done, which the engine can
+    run (`edit_lab.rules.sync_schedule_plan`): it runs, to show the damage. The schedule travels as the source of
+    `RunConfig.sync_schedule_rule` into a run of `base` written to `out` (overwritten); a reference with
+    `prefetch=False` and no rule is launched into `<out>-prefetch-off` (reused when it holds this very run).
+    Right: the final parameters (every tensor, `torch.equal`) and every training loss are bit-for-bit the
+    reference's, the sync step every rank executed is the listed order, and the transfers the schedule leaves in
+    flight across a compute were hidden under it for some time (`comm_split`'s `sync_reduce` hidden seconds > 0:
+    structure, never a wall-clock comparison of two runs). Wrong, from the run: how many tensors differ and the
+    first loss that differs, or bit-identical but nothing in flight during compute. Never raises.
+    """
+    from ..launch import launch
+    from ..model import SIZES
+    from ..rules import RuleError, rule_source, sync_schedule_problem
+
+    call = "schedule(n_units) -> list of (kind, unit) operations"
+    if (refused := not_a_function(schedule, call)) is not None:
+        return refused
+    if getattr(base, "method", None) not in ("edit", "aedit") or getattr(base, "replicas", 0) < 2:
+        return not_yet("`base` must be an EDiT (method='edit') RunConfig with at least 2 replicas, so that there "
+                       "is a layer-wise sync to order.")
+    try:
+        n_units = 1 + SIZES[base.model].n_layers
+    except Exception:  # noqa: BLE001
+        return not_yet(f"`base` has an unknown model {show(getattr(base, 'model', None))}.")
+    passed, message, problems = _replayed(schedule, n_units, 7.0, 3.0)
+    if passed is None:
+        return not_answered(f"{message} This check then runs it on every rank of a real EDiT run (nothing was "
+                            f"launched).")
+    early_gather = bool(problems) and all(GATHERED_EARLY in p for p in problems)
+    if not passed and not early_gather:
+        return not_yet(f"{message} Nothing was launched.")
+    try:
+        source = rule_source(schedule)
+    except RuleError as e:
+        return not_yet(f"{e}. Nothing was launched.")
+    if early_gather and (why := sync_schedule_problem(source, n_units)) is not None:
+        return not_yet(f"{message} Nothing was launched: {why}")
+    ops = [_as_op(op) for op in schedule(n_units)]
+    cfg = base.replace(sync_schedule_rule=None, out=str(out))
+    run, failed = run_a_rule(lambda: launch(cfg.replace(sync_schedule_rule=source), overwrite=True))
+    if failed is not None:
+        return failed
+    try:
+        ref = prefetch_off_reference(cfg, out)
+    except Exception as e:  # noqa: BLE001
+        return not_yet(f"the reference run with prefetch off did not finish: {short_error(e, 300)}")
+    return _judge_run(run, ref, cfg, ops, message if early_gather else None)
+
+
+def _judge_run(run: Any, ref: Any, cfg: Any, ops: list[Op], broken: str | None) -> CheckResult:
+    """The verdict of a schedule's run against the prefetch-off reference (see check_schedule_in_a_run)."""
+    import torch
+
+    from ..analysis import comm_split, events_table
+
+    try:
+        mine, theirs = run.state_dict(), ref.state_dict()
+        losses, ref_losses = _train_losses(run), _train_losses(ref)
+        syncs = events_table(run, steps=(0, cfg.steps - 1), kinds=["sync_reduce"])
+        split = comm_split(run, by=("kind", "unit"), steps=(0, cfg.steps - 1))
+    except Exception as e:  # noqa: BLE001
+        return not_yet(f"the run's records could not be read: {short_error(e, 300)}")
+    differ = [k for k in theirs if k not in mine or not torch.equal(mine[k], theirs[k])]
+    off = sorted(k for k in ref_losses if losses.get(k) != ref_losses[k])
+    if differ or off or set(losses) != set(ref_losses):
+        first = (f"the first loss that differs is step {off[0][0]} (replica {off[0][1]}: "
+                 f"{losses.get(off[0], float('nan')):.6f} against {ref_losses[off[0]]:.6f})" if off
+                 else "every training loss is the same")
+        said = f"{len(differ)} of {len(theirs)} tensors differ from the prefetch-off run; {first}"
+        if broken is not None:
+            unit = next((u for k, u in ops if k == "all_gather" and
+                         ops.index(("all_gather", u)) < ops.index(("wait", u))), None)
+            return not_yet(f"{broken} The run shows it: {said}: unit {unit}'s shard group computed with its "
+                           f"parameters from before the outer step. Wait for a unit's sync before its all-gather.")
+        return not_yet(f"{said}: your schedule changed the arithmetic, which prefetch never does.")
+    if syncs.empty:
+        return not_yet("the run trained no sync step, so nothing ran your schedule: give `base` steps beyond "
+                       "warmup_steps + sync_interval.")
+    sync_step = int(syncs["step"].min())
+    want = as_executed(ops)
+    for rank in range(cfg.world_size):
+        try:
+            got = executed_schedule(events_table(run, steps=sync_step, ranks=[rank]))
+        except Exception as e:  # noqa: BLE001
+            return not_yet(f"the run's events could not be read: {short_error(e, 300)}")
+        # one shard per replica: nothing to all-gather, so the run records none
+        runs = want if any(k == "all_gather" for k, _ in got) else [op for op in want if op[0] != "all_gather"]
+        if got != runs:
+            return not_yet(f"rank {rank} executed sync step {sync_step} as {_ops_line(got)}, not as your "
+                           f"schedule runs ({_ops_line(runs)}).")
+    if broken is not None:  # ran bit-identical although a unit was gathered before its sync: say the rule still
+        return not_yet(f"{broken} (This run happened to end bit-identical; the rule is broken all the same.)")
+    rows = split[split["kind"] == "sync_reduce"]
+    early = issued_early(ops)
+    hidden_s = float(rows.loc[rows["unit"].isin(early), "hidden_s"].sum()) if early else 0.0
+    moved = ("" if want == ops else f" The engine ran it as {_ops_line(want)}: a unit's issues and waits run in its "
+             f"pre-forward, before its all-gather.")
+    if not early or hidden_s <= 0.0:
+        total = float(rows["hidden_s"].sum())
+        return not_yet(f"bit-identical to the prefetch-off run, but no sync transfer was in flight during compute "
+                       f"(sync_reduce hidden {1e3 * total:.3g} ms over the run): issue unit l+1 before unit l "
+                       f"computes.{moved}")
+    n_losses = len(losses)
+    return correct(f"Correct: your schedule ran on all {cfg.world_size} ranks (sync step {sync_step}: "
+                   f"{_ops_line(want)}); the final parameters ({len(theirs)} tensors) and all {n_losses} training "
+                   f"losses are bit-for-bit the prefetch-off run's, and the transfers of unit(s) "
+                   f"{', '.join(map(str, early))} were hidden under compute for {1e3 * hidden_s:.1f} ms "
+                   f"(sync_reduce, all ranks): prefetch moves waits, not arithmetic.{moved}")

@@ -71,6 +71,10 @@ class EDiTMethod(LocalSGDMethod):
         self.readmissions: list[dict[str, int]] = []  # every re-admission of the run (D10), for summary.json
         self.pending: dict[int, tuple[Handle, torch.Tensor]] = {}
         self.deltas: dict[int, torch.Tensor] = {}  # Δ of the units not yet issued, from stage 1
+        # the reader's sync order (RunConfig.sync_schedule_rule, edit_lab.rules): per unit, the issues and waits
+        # its pre-forward runs instead of prefetch's; None: prefetch's
+        rule = getattr(cfg, "sync_schedule_rule", None)
+        self.plan = rules.sync_schedule_plan(rule, engine.n_units) if rule is not None else None
 
     # ------------------------------------------------------------ when to sync
     def should_sync(self, step: int) -> bool:
@@ -93,6 +97,8 @@ class EDiTMethod(LocalSGDMethod):
     def pre_unit(self, unit: int) -> None:
         if not self.syncing:
             return
+        if self.plan is not None:
+            return self.scheduled(unit)
         if unit not in self.pending:
             self.issue(unit)
         if self.cfg.prefetch and unit + 1 < self.engine.n_units:
@@ -101,6 +107,21 @@ class EDiTMethod(LocalSGDMethod):
         if unit == self.engine.n_units - 1:
             self.end_sync()
     # endregion edit-prefetch
+
+    def scheduled(self, unit: int) -> None:
+        """`pre_unit` with a `sync_schedule_rule`: the issues and waits the reader listed before this unit's
+        all-gather (and after the previous one's), in their order; every rank runs the same plan, so every
+        group sees the same collectives in the same order. A unit gathered before its wait is gathered with
+        its shard from before the outer step (the wait then runs in a later pre-forward, resetting the shard in
+        place): it runs, and differs from prefetch's run."""
+        assert self.plan is not None
+        for kind, u in self.plan[unit]:
+            if kind == "issue":
+                self.issue(u)
+            else:
+                self.finish(u)
+        if unit == self.engine.n_units - 1:
+            self.end_sync()
 
     def stop_here(self, step: int, spent: bool) -> bool:
         """EDiT's sync point is the start of a sync step, before its forward: the budget exchange goes there."""

@@ -332,6 +332,13 @@ class EDiTProgram(LocalSGDProgram):
         self.syncing = False
         self.sync_step = 0
         self.pending: dict[int, Handle | None] = {}
+        # a reader's sync order (RunConfig.sync_schedule_rule): per unit, the issues and waits of its pre-forward
+        rule = getattr(cfg, "sync_schedule_rule", None)
+        self.plan = None
+        if rule is not None:
+            from ..rules import sync_schedule_plan  # no torch
+
+            self.plan = sync_schedule_plan(rule, self.U)
 
     def unit_hooks(self) -> bool:
         return self.syncing
@@ -372,11 +379,15 @@ class EDiTProgram(LocalSGDProgram):
     def pre_unit(self, unit: int) -> Gen:
         if not self.syncing:
             return
-        if unit not in self.pending:
-            yield from self.issue(unit)
-        if self.cfg.prefetch and unit + 1 < self.U:
-            yield from self.issue(unit + 1)
-        yield from self.finish(unit)
+        if self.plan is not None:  # methods/edit.py's `scheduled`
+            for kind, u in self.plan[unit]:
+                yield from (self.issue(u) if kind == "issue" else self.finish(u))
+        else:
+            if unit not in self.pending:
+                yield from self.issue(unit)
+            if self.cfg.prefetch and unit + 1 < self.U:
+                yield from self.issue(unit + 1)
+            yield from self.finish(unit)
         if unit == self.U - 1:
             self.syncing = False
             self.sync_finished(self.sync_step)

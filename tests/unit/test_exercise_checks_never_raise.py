@@ -53,6 +53,9 @@ REQUIRED: dict[str, dict[str, Any]] = {
     # 03: a real 2 × 2 run of the notebook's base; every bad answer here fails the plain check, nothing starts
     "check_sync_group_in_a_run": {"base": RunConfig(method="edit", shards=2, replicas=2, model="nano", steps=4),
                                   "out": Path(tempfile.gettempdir()) / "edit-lab-never-raise"},
+    # 04: a real 2 × 2 EDiT run of the notebook's base; every bad answer here fails the replay check, nothing starts
+    "check_schedule_in_a_run": {"base": RunConfig(method="edit", shards=2, replicas=2, model="nano", steps=4),
+                                "out": Path(tempfile.gettempdir()) / "edit-lab-never-raise"},
 }
 
 # What every falsy verdict line starts with (never a verdict symbol of edit_lab.verdict).

@@ -405,3 +405,69 @@ def test_the_preview_simulator_refuses_groups_it_does_not_model():
     assert simulate(cfg.replace(sync_group_rule=rule_source(sync_columns)), costs).summary == plain  # the mesh's own
     with pytest.raises(ConfigError, match="sync_group_rule=.* not allowed in the preview simulator"):
         simulate(cfg.replace(sync_group_rule=rule_source(sync_crossed)), costs)
+
+
+# ------------------------------------------------------------------------------- the layer-wise sync order
+SCHEDULE = '''\
+def schedule(n):
+    ops = [("issue", 0)]
+    for unit in range(n):
+        if unit + 1 < n:
+            ops.append(("issue", unit + 1))
+        ops += [("wait", unit), ("all_gather", unit), ("compute", unit)]
+    return {}
+'''
+
+
+def test_the_engines_prefetch_order_is_planned_per_pre_forward():
+    from edit_lab.rules import sync_schedule_plan
+
+    assert sync_schedule_plan(SCHEDULE.format("ops"), 3) == [[("issue", 0), ("issue", 1), ("wait", 0)],
+                                                             [("issue", 2), ("wait", 1)], [("wait", 2)]]
+
+
+def test_a_gather_before_its_wait_is_accepted_its_wait_moved_to_a_later_pre_forward():
+    from edit_lab.rules import sync_schedule_plan
+
+    src = SCHEDULE.format("ops[:6] + [('all_gather', 1), ('wait', 1)] + ops[8:]")
+    assert sync_schedule_plan(src, 3) == [[("issue", 0), ("issue", 1), ("wait", 0)], [("issue", 2)],
+                                          [("wait", 1), ("wait", 2)]]
+
+
+@pytest.mark.parametrize("answer, says", [
+    ("[op for op in ops if op != ('wait', 2)]", "unit 2 is never waited for"),
+    ("[op for op in ops if op != ('issue', 2)]", "unit 2 is waited for before it is issued"),
+    ("ops + [('wait', 0)]", "after the last all-gather"),
+    ("ops[:1] + ops", "unit 0 is issued twice"),
+    ("[op for op in ops if op[0] != 'all_gather']", "all-gathers 0 of the 3 units"),
+    ("ops + [('sync', 1)]", "unknown kind 'sync'"),
+    ("ops + [('issue', 9)]", "outside 0..2"),
+    ("'issue 0'", "not a list"),
+    ("ops + ['wait 0']", "is not a pair"),
+    ("1 / 0", "raised ZeroDivisionError"),
+])
+def test_a_schedule_that_cannot_run_is_refused_naming_the_field(answer, says):
+    from edit_lab import ConfigError, RunConfig
+
+    with pytest.raises(ConfigError, match=r"^sync_schedule_rule='def schedule\(n\):' is not allowed: ") as e:
+        RunConfig(method="edit", model="nano", sync_schedule_rule=SCHEDULE.format(answer)).validate()
+    assert says in str(e.value), str(e.value)
+
+
+def test_the_sync_schedule_rule_is_for_edit_and_aedit_only_and_the_preview_models_it():
+    from edit_lab import ConfigError, RunConfig
+
+    src = SCHEDULE.format("ops")
+    RunConfig(method="aedit", model="nano", sync_schedule_rule=src).validate()
+    with pytest.raises(ConfigError, match="sync_schedule_rule=.* with method='sync'.*edit, aedit only"):
+        RunConfig(method="sync", model="nano", sync_schedule_rule=src).validate()
+    from edit_lab.sim import Costs, simulate
+
+    costs = Costs(fwd_s=(1e-3, 1e-3), bwd_s=(2e-3, 2e-3), other_s=1e-3, unit_bytes=(1000, 1000),
+                  sync_latency_s=5e-4, model="nano", shards=2, seq_len=32, batch_size=4)
+    cfg = RunConfig(method="edit", shards=2, replicas=2, steps=6, model="nano", seq_len=32, batch_size=4,
+                    eval_every=0, warmup_steps=2, sync_interval=2, link_latency_ms=1.0, link_bandwidth_mb_s=1.0)
+    without = SCHEDULE.format("[op for u in range(n) for op in (('issue', u), ('wait', u), ('all_gather', u))]")
+    assert simulate(cfg.replace(sync_schedule_rule=src), costs).summary == simulate(cfg, costs).summary
+    assert (simulate(cfg.replace(sync_schedule_rule=without), costs).summary
+            == simulate(cfg.replace(prefetch=False), costs).summary != simulate(cfg, costs).summary)
