@@ -198,7 +198,7 @@ class PrefetchExplorer:
         mbps, prefetch = float(self.bandwidth.value), bool(self.prefetch.value)
         self.run = run = self.run_for(mbps, prefetch)
         steps = sync_window(run)
-        self.figure = timeline_figure(run, steps=steps)
+        self.figure = timeline_figure(run, steps=steps, view="full")  # the explorer: every rank and collective
         show_figure(self.pane, self.figure)
         self.numbers.value = sync_step_note(run, mbps, prefetch, steps[1])
 

@@ -80,7 +80,7 @@ def build_report(run: Run) -> str:
     ]
     window = sync_window(run)
     figs = [
-        (f"Timeline of steps {window[0]}–{window[1]}", timeline_figure(run, steps=window)),
+        (f"Timeline of steps {window[0]}–{window[1]}", timeline_figure(run, steps=window, view="full")),
         ("Loss", loss_figure(run)),
         ("Stragglers and throughput", straggler_figure(run)),
     ]

@@ -494,7 +494,8 @@ class TimelineExplorer:
     def draw(self) -> None:
         ranks = list(self.ranks.value)
         self.figure = timeline_figure(self.run, steps=tuple(self.steps.value), ranks=ranks,
-                                      show_exposed=bool(self.show_exposed.value), align=self.align.value)
+                                      show_exposed=bool(self.show_exposed.value), align=self.align.value,
+                                      view="full")  # the explorer: every rank and collective
         show_figure(self.fig_widget, self.figure)
         split = comm_split(self.run, by=("kind", "group"), steps=tuple(self.steps.value), ranks=ranks)
         self.table.value = ("<b>communication in the chosen steps</b> (seconds summed over the selected ranks)"

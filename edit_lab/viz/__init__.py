@@ -2,7 +2,8 @@
 
 One module per figure family, one colour table for all of them:
 
-    timeline_figure(run, steps=(10, 14))    what every rank did; hidden vs exposed communication
+    timeline_figure(run, steps=(10, 14))    one rank per replica: compute, waiting, sync-group traffic (view="full": every
+                                            rank and collective); hidden vs exposed communication
     penalty_figure(run)                     EDiT's per-unit outlier, weight and clip decisions
     straggler_figure([run_a, run_b])        tokens/s, waiting and local steps against the capacity bound
     rounds_figure([sync, edit, aedit])      one time axis, a row per replica: local steps, waiting, syncs

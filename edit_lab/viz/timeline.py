@@ -16,6 +16,16 @@ from end to end and the compute row has a gap above them.
 
 One `go.Bar` trace per event kind (bars with `base=` on a horizontal orientation), so the legend
 switches kinds on and off, hover shows unit, step, bytes and duration, and a test can count bars.
+
+That is the **full** view (`view="full"`, the timeline explorer's and the report's). The default is the
+**essential** view, one message: one lane per replica (its shard-0 rank, unless `ranks` are given), two rows,
+one colour per meaning, the palette of the rounds picture (`viz/rounds.py`):
+
+- compute row: **compute** (forward, backward, optimizer, outer step) in two blues alternating by step,
+  the straggler's pause (brown, dotted), evaluation (grey), and **waiting** (red): every moment the rank
+  stood blocked on a collective of any group, i.e. the union of every collective's exposed part;
+- sync row: **sync-group traffic** in flight (cyan), hatched as in the full view where the rank waited on it
+  (red) or on another collective (grey). The shard group's traffic (inside one machine) is left out.
 """
 
 from __future__ import annotations
@@ -31,12 +41,18 @@ from ..events import is_comm
 from ..mesh import Mesh
 from ..overlap import LEGEND, Overlap, Split
 from ..registry import capabilities
-from .colors import BLOCKED_OTHER, EXPOSED, kind_color, kind_label, kind_sort_key, rgba
+from ..overlap import merge
+from .colors import BLOCKED_OTHER, EXPOSED, ROUND_COLORS, kind_color, kind_label, kind_sort_key, rgba
 from .layout import legend_below, title_layout, title_text, top_margin
 
 #: Row offsets inside a lane (the y axis is reversed, so compute is on top).
 ROWS = {"compute": -0.3, "shard": 0.0, "sync": 0.3}
 ROW_NAMES = {"compute": "compute", "shard": "shard-group comm", "sync": "sync-group comm"}
+#: The essential view's two rows (no shard-group row).
+ESSENTIAL_ROWS = {"compute": -0.2, "sync": 0.2}
+VIEWS = ("essential", "full")
+#: What the essential view draws as one "compute" colour.
+COMPUTE_KINDS = frozenset({"compute_fwd", "compute_bwd", "optimizer", "outer_step"})
 BAR_WIDTH = 0.26
 STAGGER = BAR_WIDTH / 4
 REPLICA_GAP = 0.6
@@ -50,12 +66,12 @@ def row_of(ev: dict[str, Any]) -> str:
     return "shard" if ev.get("group") == "shard" else "sync"
 
 
-def bar_place(ev: dict[str, Any], lanes: dict[int, float]) -> tuple[float, float]:
+def bar_place(ev: dict[str, Any], lanes: dict[int, float], rows: dict[str, float] = ROWS) -> tuple[float, float]:
     """(y, thickness) of an event's bar. Collectives of a unit are half as thick and staggered by the
     unit's parity, so that unit l+1's transfer, started while unit l's is still in flight (prefetch),
     shows as a second bar beside the first instead of hiding under it."""
     row = row_of(ev)
-    y = lanes[ev["rank"]] + ROWS[row]
+    y = lanes[ev["rank"]] + rows[row]
     if row == "compute" or ev.get("unit") is None:
         return y, BAR_WIDTH
     return y + (STAGGER if ev["unit"] % 2 else -STAGGER), BAR_WIDTH / 2
@@ -143,8 +159,12 @@ def default_align(method: str) -> str:
 
 def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] | None = None,
                     show_exposed: bool = True, title: str | None = None, max_events: int = MAX_EVENTS,
-                    align: str | None = None, time: tuple[float, float] | None = None) -> go.Figure:
+                    align: str | None = None, time: tuple[float, float] | None = None,
+                    view: str = "essential") -> go.Figure:
     """Timeline of `run` over `steps` (inclusive range or one step; default: all that fit) and `ranks`.
+
+    `view="essential"` (the default): one lane per replica, compute / waiting / sync-group traffic, one colour
+    each; `view="full"`: every rank (or `ranks`), every kind of event in its own colour, the shard group too.
 
     `align="step"` shows every rank's own steps `steps`; `align="time"` shows what every rank did
     during the time the first shown rank spent in `steps`. They agree for lock-step methods; A-EDiT's
@@ -155,10 +175,15 @@ def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] 
     window, the communication totals (`comm`: per rank, each instant once, summed over the shown
     ranks; `comm_by_kind`: each collective's own split, summed) and bar counts.
     """
+    if view not in VIEWS:
+        raise ValueError(f"view={view!r}: use one of {', '.join(map(repr, VIEWS))}")
+    essential = view == "essential"
     r = as_run(run)
     cfg = r.config
     ov = r.overlap
     all_ranks = [(k, *Mesh.coords(k, cfg.shards)) for k in range(cfg.world_size)]
+    if ranks is None and essential:
+        ranks = [rep * cfg.shards for rep in range(cfg.replicas)]  # one lane per replica: its shard-0 rank
     chosen = None if ranks is None else {int(k) for k in ranks}
     align = align or default_align(cfg.method)
     if align not in ("step", "time"):
@@ -178,6 +203,8 @@ def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] 
     else:
         events = event_rows(r, rng, chosen) if rng is not None else []
     lanes = lane_positions([t for t in all_ranks if chosen is None or t[0] in chosen])
+    if essential:
+        return _essential(r, events, lanes, rng, window, time, align, ref_rank, show_exposed, title)
 
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for e in events:
@@ -224,6 +251,26 @@ def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] 
             ))
 
     totals = ov.totals(comm)
+    _finish(fig, r, lanes, events, comm, totals, rng, window, time, align, ref_rank, title, counts, n_pieces,
+            view="full")
+    return fig
+
+
+def _span(rng: tuple[int, int] | None, window: tuple[float, float] | None, time: tuple[float, float] | None,
+          ref_rank: int) -> str:
+    if time is not None:
+        return f"{time[0]:.3f}–{time[1]:.3f} s"
+    if window is not None and rng is not None:
+        return f"while rank {ref_rank} ran steps {rng[0]}–{rng[1]}"
+    return f"steps {rng[0]}–{rng[1]}" if rng else "no events"
+
+
+def _finish(fig: go.Figure, r: Any, lanes: dict[int, float], events: list[dict[str, Any]],
+            comm: list[dict[str, Any]], totals: dict[str, float], rng: tuple[int, int] | None,
+            window: tuple[float, float] | None, time: tuple[float, float] | None, align: str, ref_rank: int,
+            title: str | None, counts: dict[str, int], n_pieces: dict[str, int], view: str) -> None:
+    """Title, lanes, step lines and `layout.meta` (what a test or a widget reads), for either view."""
+    ov = r.overlap
     per_kind: dict[str, dict[str, float]] = {}
     for e in comm:
         sp: Split = ov.split(e)
@@ -232,38 +279,111 @@ def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] 
         k["hidden_s"] += sp.hidden
         k["exposed_s"] += sp.exposed
         k["other_s"] += sp.other
-
-    if time is not None:
-        span = f"{time[0]:.3f}–{time[1]:.3f} s"
-    elif window is not None and rng is not None:
-        span = f"while rank {ref_rank} ran steps {rng[0]}–{rng[1]}"
-    else:
-        span = f"steps {rng[0]}–{rng[1]}" if rng else "no events"
-    _decorate(fig, r, lanes, events, span, totals, title, window, ref_rank)
+    _decorate(fig, r, lanes, events, _span(rng, window, time, ref_rank), totals, title, window, ref_rank,
+              view=view)
     if window is not None:
         pad = 0.02 * max(window[1] - window[0], 1e-6)
         fig.update_xaxes(range=[window[0] - pad, window[1] + pad])
-    fig.update_layout(meta={"lanes": {str(k): v for k, v in lanes.items()}, "steps": list(rng) if rng else None,
+    fig.update_layout(meta={"view": view, "lanes": {str(k): v for k, v in lanes.items()},
+                            "steps": list(rng) if rng else None,
                             "align": align, "time": list(window) if window else None,
                             "comm": totals, "comm_by_kind": per_kind, "counts": counts,
                             "exposed_bars": n_pieces["exposed"], "other_bars": n_pieces["other"]})
+
+
+def waiting_intervals(ov: Overlap, comm: Iterable[dict[str, Any]]) -> dict[int, list[tuple[float, float]]]:
+    """Per rank, every moment it stood blocked on a collective (of any group): the union of the collectives'
+    exposed parts (overlap.py's one definition), merged."""
+    out: dict[int, list[tuple[float, float]]] = {}
+    for e in comm:
+        out.setdefault(e["rank"], []).extend(ov.split(e).exposed_at)
+    return {rank: merge(ivs) for rank, ivs in out.items()}
+
+
+def _essential(r: Any, events: list[dict[str, Any]], lanes: dict[int, float], rng: tuple[int, int] | None,
+               window: tuple[float, float] | None, time: tuple[float, float] | None, align: str, ref_rank: int,
+               show_exposed: bool, title: str | None) -> go.Figure:
+    """The essential view (module docstring): compute, waiting and sync-group traffic, one colour each."""
+    ov = r.overlap
+    rows = ESSENTIAL_ROWS
+    fig = go.Figure()
+    counts: dict[str, int] = {}
+
+    def bars(kind: str, evs: list[dict[str, Any]], name: str, marker: dict[str, Any]) -> None:
+        if not evs:
+            return
+        counts[kind] = len(evs)
+        places = [bar_place(e, lanes, rows) for e in evs]
+        fig.add_trace(go.Bar(
+            orientation="h", base=[e["t0"] for e in evs], x=[max(e["t1"] - e["t0"], 0.0) for e in evs],
+            y=[p[0] for p in places], width=[p[1] for p in places], name=name, legendgroup=kind,
+            meta={"kind": kind, "role": "event", "kinds": sorted({e["kind"] for e in evs})}, marker=marker,
+            customdata=[[kind_label(e["kind"]), unit_label(e), e["step"], e["rank"], e["replica"], e["shard"],
+                         f"{e['t0']:.4f}", f"{(e['t1'] - e['t0']) * 1e3:.3f}", fmt_bytes(e.get("bytes", 0)),
+                         _extra(e, ov)] for e in evs],
+            hovertemplate=_hover()))
+
+    compute = [e for e in events if e["kind"] in COMPUTE_KINDS]
+    shades = [ROUND_COLORS["step_alt"] if e["step"] % 2 else ROUND_COLORS["step"] for e in compute]
+    bars("compute", compute, "compute (forward, backward, optimizer, outer step; shades alternate by step)",
+         dict(color=shades, line=dict(width=0)))
+    bars("eval", [e for e in events if e["kind"] == "eval"], kind_label("eval"),
+         dict(color=ROUND_COLORS["eval"], line=dict(width=0)))
+    bars("straggle", [e for e in events if e["kind"] == "straggle"], "straggler pause (simulated slower compute)",
+         dict(color=ROUND_COLORS["straggle"], line=dict(width=0), pattern=dict(shape=".", fgcolor="#FFFFFF")))
+    comm_all = [e for e in events if is_comm(e["kind"], e.get("group"))]
+    waiting = [{"rank": rank, "replica": Mesh.coords(rank, r.config.shards)[0],
+                "shard": Mesh.coords(rank, r.config.shards)[1], "step": _step_at(events, rank, a), "unit": None,
+                "kind": "wait", "group": None, "t0": a, "t1": b, "data": {"on": "a collective"}}
+               for rank, ivs in waiting_intervals(ov, comm_all).items() for a, b in ivs]
+    bars("waiting", waiting, "waiting: blocked on a collective (any group)",
+         dict(color=EXPOSED, line=dict(width=0)))
+    sync = [e for e in comm_all if e.get("group") != "shard"]
+    bars("sync", sync, "sync-group traffic in flight (across replicas)",
+         dict(color=ROUND_COLORS["sync"], line=dict(width=0)))
+
+    n_pieces = {"exposed": 0, "other": 0}
+    if show_exposed:
+        for part, color, shape in (("exposed", EXPOSED, "/"), ("other", BLOCKED_OTHER, "\\")):
+            pieces = [(e, iv) for e in sync for iv in getattr(ov.split(e), f"{part}_at")]
+            n_pieces[part] = len(pieces)
+            if not pieces:
+                continue
+            places = [bar_place(e, lanes, rows) for e, _ in pieces]
+            fig.add_trace(go.Bar(
+                orientation="h", base=[a for _, (a, b) in pieces], x=[b - a for _, (a, b) in pieces],
+                y=[p[0] for p in places], width=[p[1] for p in places],
+                name=LEGEND[part], legendgroup=part, meta={"role": part},
+                marker=dict(color=rgba(color, 0.25), line=dict(color=color, width=1),
+                            pattern=dict(shape=shape, fgcolor=color, size=6)),
+                hoverinfo="skip"))
+    _finish(fig, r, lanes, events, sync, ov.totals(sync), rng, window, time, align, ref_rank, title, counts,
+            n_pieces, view="essential")
     return fig
+
+
+def _step_at(events: list[dict[str, Any]], rank: int, t: float) -> int:
+    """The step a rank was in at time `t` (its latest event started by then), for a waiting bar's hover."""
+    started = [e["step"] for e in events if e["rank"] == rank and e["t0"] <= t]
+    return max(started) if started else 0
 
 
 def _decorate(fig: go.Figure, r: Any, lanes: dict[int, float], events: list[dict[str, Any]],
               span: str, totals: dict[str, float], title: str | None,
-              window: tuple[float, float] | None, ref_rank: int) -> None:
+              window: tuple[float, float] | None, ref_rank: int, view: str = "full") -> None:
     cfg = r.config
+    essential = view == "essential"
+    rows = ESSENTIAL_ROWS if essential else ROWS
     many = len(lanes) > 8
     tickvals, ticktext = [], []
     for rank, y in lanes.items():
         rep, sh = Mesh.coords(rank, cfg.shards)
-        name = f"<b>rank {rank}</b> (replica {rep}, shard {sh})"
+        name = f"<b>replica {rep}</b> (rank {rank})" if essential else f"<b>rank {rank}</b> (replica {rep}, shard {sh})"
         if many:
             tickvals.append(y)
             ticktext.append(name)
             continue
-        for row, off in ROWS.items():
+        for row, off in rows.items():
             tickvals.append(y + off)
             ticktext.append(f"{name} · {ROW_NAMES[row]}" if row == "compute" else ROW_NAMES[row])
     # shade every other replica so the grouping reads at a glance
@@ -290,11 +410,18 @@ def _decorate(fig: go.Figure, r: Any, lanes: dict[int, float], events: list[dict
                           annotation_position="top right")
     hidden_pct = 100 * totals["hidden_s"] / totals["total_s"] if totals["total_s"] > 0 else 0.0
     head = title or f"Timeline of {run_label(r)}, {span}"
-    sub = (f"time with communication in flight {totals['total_s'] * 1e3:.1f} ms (summed over ranks): "
-           f"hidden under compute {totals['hidden_s'] * 1e3:.1f} ms ({hidden_pct:.0f}%), "
-           f"exposed {totals['exposed_s'] * 1e3:.1f} ms (red hatch), "
-           f"waiting on another collective {totals['other_s'] * 1e3:.1f} ms (grey hatch)"
-           f"<br>un-hatched = in flight while the same rank computed; a wait on one collective hides no other")
+    if essential:
+        sub = (f"sync-group traffic in flight {totals['total_s'] * 1e3:.1f} ms (summed over the replicas shown): "
+               f"hidden under compute {totals['hidden_s'] * 1e3:.1f} ms ({hidden_pct:.0f}%), "
+               f"exposed {totals['exposed_s'] * 1e3:.1f} ms (red hatch), "
+               f"waiting on another collective {totals['other_s'] * 1e3:.1f} ms (grey hatch)"
+               f"<br>one rank per replica; red on the compute row: the rank stood blocked; full view: view=\"full\"")
+    else:
+        sub = (f"time with communication in flight {totals['total_s'] * 1e3:.1f} ms (summed over ranks): "
+               f"hidden under compute {totals['hidden_s'] * 1e3:.1f} ms ({hidden_pct:.0f}%), "
+               f"exposed {totals['exposed_s'] * 1e3:.1f} ms (red hatch), "
+               f"waiting on another collective {totals['other_s'] * 1e3:.1f} ms (grey hatch)"
+               f"<br>un-hatched = in flight while the same rank computed; a wait on one collective hides no other")
     # the legend in rows below the plot (plotly gives every entry the widest one's width: 1-2 columns on a
     # laptop, 4 on a wide screen), so the lanes keep the whole width
     text = title_text(head, sub)

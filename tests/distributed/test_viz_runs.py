@@ -49,7 +49,7 @@ def _event_traces(fig):
 # ---------------------------------------------------------------- timeline
 def test_timeline_of_a_real_run(sync_run):
     steps = (1, 3)
-    fig = timeline_figure(sync_run, steps=steps)
+    fig = timeline_figure(sync_run, steps=steps, view="full")
     evs = [e for e in sync_run.events if steps[0] <= e["step"] <= steps[1]]
     assert sorted(int(k) for k in fig.layout.meta["lanes"]) == list(range(sync_run.config.world_size))
     traces = _event_traces(fig)
@@ -110,7 +110,7 @@ def test_timeline_shows_what_prefetch_hides(edit_run, edit_no_prefetch):
     """With prefetch, unit l's sync is issued before unit l−1 computes and mostly hidden; without, it is not."""
     for run, prefetch in ((edit_run, True), (edit_no_prefetch, False)):
         sync_step = A.sync_window(run)[1]
-        fig = timeline_figure(run, steps=sync_step)
+        fig = timeline_figure(run, steps=sync_step, view="full")
         assert "sync_reduce" in _event_traces(fig)
         assert "step %d · sync" % sync_step in [a.text for a in fig.layout.annotations]
         evs = [e for e in run.events if e["step"] == sync_step and e["rank"] == 0]
@@ -127,7 +127,7 @@ def test_timeline_shows_what_prefetch_hides(edit_run, edit_no_prefetch):
         s = s[(s["kind"] == "sync_reduce") & (s["unit"] >= 1)]
         hidden[name] = s["hidden_s"].sum() / s["total_s"].sum()
         # the figure reports the same split for what it shows
-        fig = timeline_figure(run)
+        fig = timeline_figure(run, view="full")
         k = fig.layout.meta["comm_by_kind"]["sync_reduce"]
         assert k["hidden_s"] + k["exposed_s"] + k["other_s"] == pytest.approx(k["total_s"])
     assert hidden["on"] > hidden["off"]

@@ -29,7 +29,7 @@ def _exposed_trace(fig):
 
 
 def test_one_trace_per_kind_with_one_bar_per_event(fake):
-    fig = timeline_figure(fake)
+    fig = timeline_figure(fake, view="full")
     traces = _event_traces(fig)
     expected = Counter(e["kind"] for e in fake.events)
     assert {k: len(t.x) for k, t in traces.items()} == dict(expected)
@@ -47,7 +47,7 @@ def test_one_trace_per_kind_with_one_bar_per_event(fake):
 
 
 def test_lanes_one_per_rank_grouped_by_replica(fake):
-    fig = timeline_figure(fake)
+    fig = timeline_figure(fake, view="full")
     lanes = {int(k): v for k, v in fig.layout.meta["lanes"].items()}
     assert sorted(lanes) == [0, 1, 2, 3]
     assert lanes[0] < lanes[1] < lanes[2] < lanes[3]
@@ -70,7 +70,7 @@ def test_lanes_one_per_rank_grouped_by_replica(fake):
 
 
 def test_exposed_overlay_and_hidden_plus_exposed(fake):
-    fig = timeline_figure(fake)
+    fig = timeline_figure(fake, view="full")
     comm = [e for e in fake.events if A.is_comm(e["kind"], e["group"])]
     ex = _exposed_trace(fig)
     assert len(ex.x) == len(comm) == fig.layout.meta["exposed_bars"]  # every collective here has exposed > 0
@@ -89,27 +89,27 @@ def test_exposed_overlay_and_hidden_plus_exposed(fake):
     assert by_kind["all_gather"]["hidden_s"] == pytest.approx(0.0, abs=1e-12)
     assert sum(k["total_s"] for k in by_kind.values()) == pytest.approx(c["total_s"])
     assert "hidden under compute" in fig.layout.title.text
-    assert _exposed_trace(timeline_figure(fake, show_exposed=False)) is None
+    assert _exposed_trace(timeline_figure(fake, view="full", show_exposed=False)) is None
 
 
 def test_step_and_rank_filters(fake):
-    fig = timeline_figure(fake, steps=(3, 3), ranks=[2, 3])
+    fig = timeline_figure(fake, view="full", steps=(3, 3), ranks=[2, 3])
     assert fig.layout.meta["steps"] == [3, 3]
     assert sorted(int(k) for k in fig.layout.meta["lanes"]) == [2, 3]
     traces = _event_traces(fig)
     assert len(traces["sync_reduce"].x) == 2 * F.UNITS
     assert "grad_all_reduce" not in traces  # only step 0 all-reduces gradients
     assert all(cd[2] == 3 and cd[3] in (2, 3) for t in traces.values() for cd in t.customdata)
-    one = timeline_figure(fake, steps=0)
+    one = timeline_figure(fake, view="full", steps=0)
     assert len(_event_traces(one)["grad_all_reduce"].x) == 4 * F.UNITS
     assert "step 3 · sync" in [a.text for a in fig.layout.annotations]
-    nothing = timeline_figure(fake, steps=(50, 60))
+    nothing = timeline_figure(fake, view="full", steps=(50, 60))
     assert len(nothing.data) == 0 and nothing.layout.meta["comm"]["total_s"] == 0
 
 
 def test_time_alignment_and_time_windows(fake):
-    by_step = timeline_figure(fake, steps=1)
-    by_time = timeline_figure(fake, steps=1, align="time")
+    by_step = timeline_figure(fake, view="full", steps=1)
+    by_time = timeline_figure(fake, view="full", steps=1, align="time")
     assert by_time.layout.meta["align"] == "time" and by_step.layout.meta["align"] == "step"
     t0, t1 = by_time.layout.meta["time"]
     rank0 = [e for e in fake.events if e["rank"] == 0 and e["step"] == 1 and e["kind"] != "eval"]
@@ -118,22 +118,22 @@ def test_time_alignment_and_time_windows(fake):
     step_counts = dict(by_step.layout.meta["counts"])
     assert step_counts.pop("eval") == 4 and by_time.layout.meta["counts"] == step_counts
     assert list(by_time.layout.xaxis.range)[0] < t0 < t1 < list(by_time.layout.xaxis.range)[1]
-    window = timeline_figure(fake, time=(3.0, 3.005))
+    window = timeline_figure(fake, view="full", time=(3.0, 3.005))
     overlapping = [e for e in fake.events if e["t1"] >= 3.0 and e["t0"] <= 3.005]
     assert sum(window.layout.meta["counts"].values()) == len(overlapping) > 0
     assert "3.000–3.005 s" in window.layout.title.text
     with pytest.raises(ValueError):
-        timeline_figure(fake, align="sideways")
+        timeline_figure(fake, view="full", align="sideways")
 
 
 def test_default_range_is_cut_to_max_events(fake):
     per_step = Counter(e["step"] for e in fake.events)
-    fig = timeline_figure(fake, max_events=per_step[0] + per_step[1])
+    fig = timeline_figure(fake, view="full", max_events=per_step[0] + per_step[1])
     assert fig.layout.meta["steps"] == [0, 1]
 
 
 def test_hover_has_unit_step_bytes_duration(fake):
-    fig = timeline_figure(fake, steps=0, ranks=[0])
+    fig = timeline_figure(fake, view="full", steps=0, ranks=[0])
     ag = _event_traces(fig)["all_gather"]
     cd = ag.customdata[0]
     assert cd[1] == "0 (root)" and cd[2] == 0 and cd[8] == "2.0 kB" and float(cd[7]) == pytest.approx(10.0)
@@ -165,3 +165,56 @@ def test_colours_are_consistent_and_complete():
     assert colors.rgba("#FF0000", 0.5) == "rgba(255,0,0,0.5)"
     assert colors.run_colors(["edit", "edit", "sync"])[0] == colors.METHOD_COLORS["edit"]
     assert len(set(colors.run_colors(["edit", "edit", "sync"]))) == 3
+
+
+# ------------------------------------------------------------------------------- the essential view
+def _roles(fig, role="event"):
+    return {t.meta["kind"]: t for t in fig.data if t.meta and t.meta.get("role") == role}
+
+
+def test_the_essential_view_is_one_lane_per_replica_and_one_colour_per_meaning(fake):
+    fig = timeline_figure(fake)  # the default
+    assert fig.layout.meta["view"] == "essential"
+    lanes = {int(k) for k in fig.layout.meta["lanes"]}
+    assert lanes == {rep * F.S for rep in range(F.R)}  # each replica's shard-0 rank
+    traces = _roles(fig)
+    assert set(traces) <= {"compute", "eval", "straggle", "waiting", "sync"}
+    assert len([t for t in fig.data if t.showlegend is not False]) <= 7
+    shown = [e for e in fake.events if e["rank"] in lanes]
+    # compute: forward, backward, optimizer and outer step of the shown ranks, one trace, two blues by step
+    compute = [e for e in shown if e["kind"] in ("compute_fwd", "compute_bwd", "optimizer", "outer_step")]
+    assert len(traces["compute"].x) == len(compute)
+    assert set(traces["compute"].marker.color) <= {colors.ROUND_COLORS["step"], colors.ROUND_COLORS["step_alt"]}
+    # sync-group traffic: every collective that is not the shard group's, one colour; the shard group's is left out
+    sync = [e for e in shown if A.is_comm(e["kind"], e["group"]) and e["group"] != "shard"]
+    assert len(traces["sync"].x) == len(sync) and traces["sync"].marker.color == colors.ROUND_COLORS["sync"]
+    assert set(traces["sync"].meta["kinds"]) == {e["kind"] for e in sync}
+    ticks = list(fig.layout.yaxis.ticktext)
+    assert len(ticks) == 2 * len(lanes) and not any("shard-group" in t for t in ticks)
+
+
+def test_waiting_is_the_union_of_every_collectives_exposed_part(fake):
+    """On the compute row, red = the rank stood blocked on a collective of any group: the union of the exposed
+    parts overlap.py gives, each instant once (hand-built events of viz_fake_run)."""
+    from edit_lab.overlap import length, merge
+
+    fig = timeline_figure(fake)
+    waiting = _roles(fig)["waiting"]
+    assert waiting.marker.color == colors.EXPOSED
+    lanes = {int(k) for k in fig.layout.meta["lanes"]}
+    for rank in lanes:
+        comm = [e for e in fake.events if e["rank"] == rank and A.is_comm(e["kind"], e["group"])]
+        want = merge(iv for e in comm for iv in fake.overlap.split(e).exposed_at)
+        drawn = sorted((b, b + x) for b, x, cd in zip(waiting.base, waiting.x, waiting.customdata) if cd[3] == rank)
+        assert [v for iv in drawn for v in iv] == pytest.approx([v for iv in want for v in iv])
+        assert length(drawn) <= sum(fake.overlap.split(e).exposed for e in comm) + 1e-12
+    # the subtitle's totals are the sync group's traffic of the shown ranks
+    sync = [e for e in fake.events if e["rank"] in lanes and A.is_comm(e["kind"], e["group"]) and e["group"] != "shard"]
+    assert fig.layout.meta["comm"]["total_s"] == pytest.approx(fake.overlap.totals(sync)["total_s"])
+    assert "sync-group traffic in flight" in fig.layout.title.text
+
+
+def test_a_view_is_named(fake):
+    with pytest.raises(ValueError, match="view='all'"):
+        timeline_figure(fake, view="all")
+    assert timeline_figure(fake, ranks=[1]).layout.meta["lanes"] == {"1": 0.0}  # chosen ranks are kept
