@@ -230,30 +230,37 @@ def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] 
         ))
 
     comm = [e for e in events if is_comm(e["kind"], e.get("group"))]
-    n_pieces = {"exposed": 0, "other": 0}
-    if show_exposed:
-        for part, color, shape in (("exposed", EXPOSED, "/"), ("other", BLOCKED_OTHER, "\\")):
-            pieces = [(e, iv) for e in comm for iv in getattr(ov.split(e), f"{part}_at")]
-            n_pieces[part] = len(pieces)
-            if not pieces:
-                continue
-            places = [bar_place(e, lanes) for e, _ in pieces]
-            fig.add_trace(go.Bar(
-                orientation="h", base=[a for _, (a, b) in pieces], x=[b - a for _, (a, b) in pieces],
-                y=[p[0] for p in places], width=[p[1] for p in places],
-                name=LEGEND[part], legendgroup=part, meta={"role": part},
-                marker=dict(color=rgba(color, 0.25), line=dict(color=color, width=1),
-                            pattern=dict(shape=shape, fgcolor=color, size=6)),
-                customdata=[[f"{part} part of {kind_label(e['kind'])}", unit_label(e), e["step"], e["rank"],
-                             e["replica"], e["shard"], f"{a:.4f}", f"{(b - a) * 1e3:.3f}",
-                             fmt_bytes(e.get("bytes", 0)), _extra(e, ov)] for e, (a, b) in pieces],
-                hovertemplate=_hover(),
-            ))
+    n_pieces = _hatches(fig, ov, comm, lanes, ROWS, hover=True) if show_exposed else {"exposed": 0, "other": 0}
 
     totals = ov.totals(comm)
     _finish(fig, r, lanes, events, comm, totals, rng, window, time, align, ref_rank, title, counts, n_pieces,
             view="full")
     return fig
+
+
+def _hatches(fig: go.Figure, ov: Overlap, comm: list[dict[str, Any]], lanes: dict[int, float],
+             rows: dict[str, float], hover: bool) -> dict[str, int]:
+    """The exposed (red) and other (grey) hatches over the collectives `comm`, from overlap.py's split; how many
+    pieces of each were drawn."""
+    n_pieces = {"exposed": 0, "other": 0}
+    for part, color, shape in (("exposed", EXPOSED, "/"), ("other", BLOCKED_OTHER, "\\")):
+        pieces = [(e, iv) for e in comm for iv in getattr(ov.split(e), f"{part}_at")]
+        n_pieces[part] = len(pieces)
+        if not pieces:
+            continue
+        places = [bar_place(e, lanes, rows) for e, _ in pieces]
+        hovers = dict(hoverinfo="skip") if not hover else dict(
+            customdata=[[f"{part} part of {kind_label(e['kind'])}", unit_label(e), e["step"], e["rank"],
+                         e["replica"], e["shard"], f"{a:.4f}", f"{(b - a) * 1e3:.3f}",
+                         fmt_bytes(e.get("bytes", 0)), _extra(e, ov)] for e, (a, b) in pieces],
+            hovertemplate=_hover())
+        fig.add_trace(go.Bar(
+            orientation="h", base=[a for _, (a, b) in pieces], x=[b - a for _, (a, b) in pieces],
+            y=[p[0] for p in places], width=[p[1] for p in places],
+            name=LEGEND[part], legendgroup=part, meta={"role": part},
+            marker=dict(color=rgba(color, 0.25), line=dict(color=color, width=1),
+                        pattern=dict(shape=shape, fgcolor=color, size=6)), **hovers))
+    return n_pieces
 
 
 def _span(rng: tuple[int, int] | None, window: tuple[float, float] | None, time: tuple[float, float] | None,
@@ -342,21 +349,7 @@ def _essential(r: Any, events: list[dict[str, Any]], lanes: dict[int, float], rn
     bars("sync", sync, "sync-group traffic in flight (across replicas)",
          dict(color=ROUND_COLORS["sync"], line=dict(width=0)))
 
-    n_pieces = {"exposed": 0, "other": 0}
-    if show_exposed:
-        for part, color, shape in (("exposed", EXPOSED, "/"), ("other", BLOCKED_OTHER, "\\")):
-            pieces = [(e, iv) for e in sync for iv in getattr(ov.split(e), f"{part}_at")]
-            n_pieces[part] = len(pieces)
-            if not pieces:
-                continue
-            places = [bar_place(e, lanes, rows) for e, _ in pieces]
-            fig.add_trace(go.Bar(
-                orientation="h", base=[a for _, (a, b) in pieces], x=[b - a for _, (a, b) in pieces],
-                y=[p[0] for p in places], width=[p[1] for p in places],
-                name=LEGEND[part], legendgroup=part, meta={"role": part},
-                marker=dict(color=rgba(color, 0.25), line=dict(color=color, width=1),
-                            pattern=dict(shape=shape, fgcolor=color, size=6)),
-                hoverinfo="skip"))
+    n_pieces = _hatches(fig, ov, sync, lanes, rows, hover=False) if show_exposed else {"exposed": 0, "other": 0}
     _finish(fig, r, lanes, events, sync, ov.totals(sync), rng, window, time, align, ref_rank, title, counts,
             n_pieces, view="essential")
     return fig
