@@ -5,7 +5,9 @@ One module per figure family, one colour table for all of them:
     timeline_figure(run, steps=(10, 14))    one rank per replica: compute, waiting, sync-group traffic (view="full": every
                                             rank and collective); hidden vs exposed communication
     penalty_figure(run)                     EDiT's per-unit outlier, weight and clip decisions
-    straggler_figure([run_a, run_b])        tokens/s, waiting and local steps against the capacity bound
+    replica_pace_figure([run_a, run_b])     who waits: each replica's tokens/s against its own pace, seconds blocked
+    capacity_figure([run_a, run_b])         all replicas together against the capacity bound (Σ own paces)
+    straggler_figure([run_a, run_b])        both, and local steps per round, in four panels (explorers, report)
     rounds_figure([sync, edit, aedit])      one time axis, a row per replica: local steps, waiting, syncs
     step_split_figure({"A": a, "B": b}, 7) where one step went per replica of each run: compute, straggling, blocked
     loss_figure([run_a, run_b])             loss against steps and against seconds
@@ -27,10 +29,10 @@ from .memory import memory_figure
 from .penalty import penalty_figure
 from .rounds import round_blocks, round_marks, rounds_figure
 from .step_split import step_split_figure, step_split_table
-from .stragglers import straggler_figure
+from .stragglers import capacity_figure, replica_pace_figure, straggler_figure
 from .timeline import timeline_figure
 
-__all__ = ["budget_loss_figure", "figures_html", "kind_color", "kind_label", "loss_figure", "memory_figure",
-           "penalty_figure", "round_blocks", "round_marks", "rounds_figure", "step_split_figure", "step_split_table",
+__all__ = ["budget_loss_figure", "capacity_figure", "figures_html", "kind_color", "kind_label", "loss_figure", "memory_figure",
+           "penalty_figure", "replica_pace_figure", "round_blocks", "round_marks", "rounds_figure", "step_split_figure", "step_split_table",
            "straggler_figure", "timeline_figure",
            "trace_dict", "write_html", "write_trace"]

@@ -9,8 +9,8 @@ import pytest
 
 from edit_lab import analysis as A
 from edit_lab.run import Run
-from edit_lab.viz import (figures_html, loss_figure, memory_figure, penalty_figure, straggler_figure, trace_dict,
-                          write_html, write_trace)
+from edit_lab.viz import (capacity_figure, figures_html, loss_figure, memory_figure, penalty_figure, replica_pace_figure,
+                          straggler_figure, trace_dict, write_html, write_trace)
 
 from . import viz_fake_run as F
 
@@ -98,6 +98,47 @@ def test_straggler_figure_numbers(fake, no_penalty):
         assert ax.title.text  # units on every axis
 
 
+def test_each_straggler_message_has_its_own_figure(fake, no_penalty):
+    """who waits (colour = replica in both panels) and the capacity bound (one neutral bar per run, its share)."""
+    from edit_lab.viz.colors import replica_color
+    from edit_lab.viz.stragglers import ALL_REPLICAS
+
+    table = A.replica_table(fake)
+    pace = replica_pace_figure([fake, no_penalty], labels=["a", "b"])
+    assert {t.meta["role"] for t in pace.data} == {"achieved", "own_pace", "blocked", "straggle"}
+    for t in pace.data:
+        color = t.marker.color
+        assert color == replica_color(t.meta["replica"]), (t.meta, color)
+    blocked = {t.meta["replica"]: t.y[0] for t in _role(pace, "blocked")}
+    assert blocked == pytest.approx({r: table.loc[r, "blocked_s"] for r in range(F.R)})
+    assert [a.text for a in pace.layout.annotations][1].startswith("seconds blocked")
+
+    cap = capacity_figure([fake, no_penalty], labels=["a", "b"])
+    assert {t.meta["role"] for t in cap.data} == {"total", "capacity"}
+    total = _role(cap, "total")[0]
+    bound = A.capacity_bound(fake)
+    share = total.y[0] / bound
+    assert total.marker.color == ALL_REPLICAS and total.meta["share"][0] == pytest.approx(share)
+    assert total.text[0] == f"{share:.0%} of the bound" and 0 < share <= 1
+    assert cap.layout.meta["achieved"] == pytest.approx(list(total.y))
+
+
+def test_colour_means_replica_in_every_panel_of_the_full_figure(fake, no_penalty):
+    from edit_lab.viz.colors import replica_color
+    from edit_lab.viz.stragglers import ALL_REPLICAS, DASHES
+
+    fig = straggler_figure([fake, no_penalty], labels=["a", "b"])
+    for t in fig.data:
+        role = t.meta["role"]
+        color = t.line.color if role == "rounds" else t.marker.color
+        if role == "total":
+            assert color == ALL_REPLICAS
+        elif role != "capacity":
+            assert color == replica_color(t.meta["replica"]), (role, color)
+    dashes = {t.meta["run"]: t.line.dash for t in _role(fig, "rounds")}
+    assert dashes == {"a": DASHES[0], "b": DASHES[1]}  # a run is told apart by its dash, not its colour
+
+
 # ---------------------------------------------------------------- losses
 def test_loss_figure_overlays_runs(fake, no_penalty):
     fig = loss_figure([fake, no_penalty], labels=["a", "b"])
@@ -174,6 +215,7 @@ def _figures(fake, no_penalty):
     from edit_lab.viz import timeline_figure
 
     return {"penalty": penalty_figure(fake), "stragglers": straggler_figure([fake, no_penalty]),
+            "who waits": replica_pace_figure([fake, no_penalty]), "capacity": capacity_figure([fake, no_penalty]),
             "loss": loss_figure([fake, no_penalty]), "timeline": timeline_figure(fake, steps=(2, 3)),
             "empty": penalty_figure(no_penalty)}
 
