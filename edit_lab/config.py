@@ -302,6 +302,9 @@ class RunConfig:
                       section=S_SYSTEM, choices=CLOCKS)
     clock_costs: str | None = knob(None, "the virtual clock's costs: a run directory to calibrate from, or a costs "
                                    "JSON (None: the shipped example edit-straggler's calibration)", section=S_SYSTEM)
+    virtual_lanes: int = knob(0, "the virtual clock's ranks computing at once, each on a core (0: one per core of "
+                              "this machine, at most 4); the run's numbers do not depend on it", section=S_SYSTEM,
+                              ge=0)
     # --- checkpoints ---
     checkpoint_every: int = knob(0, "in syncs; 0 disables", section=S_CHECKPOINT, ge=0)
     resume: str | None = knob(None, "a run or checkpoint directory to resume from (into a new --out)",

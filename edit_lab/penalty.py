@@ -21,6 +21,7 @@ without processes or tensors. The collectives that produce the norms and apply t
 
 from __future__ import annotations
 
+import bisect
 import collections
 import math
 from collections.abc import Sequence
@@ -534,15 +535,18 @@ def peer_ratios(values: Sequence[float | None]) -> list[float]:
     (the training's weather: a new phase, a larger learning rate) cancels out.
     """
     finite = [v is not None and math.isfinite(float(v)) for v in values]
+    ordered = sorted(float(v) for v, ok in zip(values, finite) if ok)  # sorted once: R log R, not R² log R
+    n = len(ordered) - 1  # the others of a finite replica
     out = []
     for r, v in enumerate(values):
-        others = sorted(float(w) for s, (w, ok) in enumerate(zip(values, finite)) if ok and s != r)
-        if not finite[r] or not others:
+        if not finite[r] or n == 0:
             out.append(math.nan)
             continue
-        n = len(others)
-        m = others[n // 2] if n % 2 else 0.5 * (others[n // 2 - 1] + others[n // 2])
-        out.append(float(v) / m if m > 0.0 else math.inf)
+        x = float(v)
+        gone = bisect.bisect_left(ordered, x)  # drop one copy of x: the others' i-th is ordered[i or i + 1]
+        other = lambda i: ordered[i] if i < gone else ordered[i + 1]  # noqa: E731
+        m = other(n // 2) if n % 2 else 0.5 * (other(n // 2 - 1) + other(n // 2))
+        out.append(x / m if m > 0.0 else math.inf)
     return out
 
 

@@ -42,13 +42,19 @@ from typing import Any, Protocol
 
 import torch
 import torch.nn as nn
-from torch.func import functional_call
+from torch.func import functional_call as _functional_call
 
 from .comm import Comm, Handle
 from .events import EventLog
 from .model import Llama, loss_fn
 from .norms import squared_norm
 from .penalty import CLIP_EPS
+
+
+def functional_call(module: nn.Module, params: dict[str, torch.Tensor], args: tuple) -> Any:
+    """`torch.func.functional_call` without its search for tied weights: the model ties none (model.py), and
+    the search costs a pass over the module's parameters at every unit's forward."""
+    return _functional_call(module, params, args, tie_weights=False)
 
 
 @dataclass(frozen=True)

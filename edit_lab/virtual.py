@@ -3,10 +3,15 @@
 The lab's own `Trainer`, methods, penalty, outer optimizer and sharded model, with real numerics, every
 rank a thread of *this* process, on a clock that a cost model advances instead of this machine's time:
 
-- **One rank runs at a time.** A token passes deterministically: when the running rank blocks (on a
-  collective some peer has not reached yet), the token goes to the runnable rank with the smallest
-  virtual time, ties by rank. Nothing ever runs concurrently, so the run is the same on any machine and
-  under any load: the timeline is a function of the config, the seed and the costs.
+- **A few ranks compute at once, and it does not matter which.** `virtual_lanes` ranks hold a lane (a
+  turn to run; 0: one per core of this machine); when a running rank blocks on a collective some peer
+  has not reached yet, or ends, its lane goes to the runnable rank with the smallest virtual time, ties
+  by rank. Ranks meet only in collectives, and a collective's result and virtual completion time are
+  functions of its inputs and its members' virtual arrival times, whichever thread arrives last in
+  real time; every random draw has its own seeded generator. So the run is the same on any machine,
+  under any load and at any number of lanes: the timeline is a function of the config, the seed and the
+  costs (tests/distributed/test_virtual_clock.py runs 1 and 2 lanes side by side). Lanes are what
+  takes the wall time down: each computes with one torch thread, on its own core.
 - **Collectives are in-process** (`Fabric`, the backend of `VirtualComm`, a `Comm`): the real reduction
   (sums in rank order), completed once the last participant arrived, at
   `max(arrivals, the group's previous collective's end) + cost`, then across the config's simulated
@@ -183,6 +188,20 @@ class VirtualClock:
 
 
 # ------------------------------------------------------------------------------------------- the fabric
+#: The most lanes `virtual_lanes = 0` takes: beyond a few, the ranks' Python code contends for the GIL.
+MAX_AUTO_LANES = 4
+
+
+def lanes_for(cfg: RunConfig) -> int:
+    """How many ranks compute at once: `cfg.virtual_lanes`, or one per core (at most MAX_AUTO_LANES), never more
+    than the ranks."""
+    import os
+
+    n = cfg.virtual_lanes or min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                 else (os.cpu_count() or 1), MAX_AUTO_LANES)
+    return max(1, min(n, cfg.world_size))
+
+
 class PeerLost(RuntimeError):
     """Raised in a rank blocked on a collective when another rank failed: a witness, not the cause."""
 
@@ -213,7 +232,8 @@ class Fabric:
         self.cond = threading.Condition(lock)  # guards the fabric's state
         # one condition per rank on the same lock: a token pass wakes the rank it names, not every waiting rank
         self.wakes = [threading.Condition(lock) for _ in range(self.world)]
-        self.turn: int | None = None
+        self.lanes = lanes_for(cfg)
+        self.running: set[int] = set()  # the ranks holding a lane
         self.finished: set[int] = set()
         self.waiting: dict[int, Collective | None] = {r: None for r in range(self.world)}
         self.open: dict[tuple, Collective] = {}
@@ -222,39 +242,46 @@ class Fabric:
         self.links: dict[tuple, Any] = defaultdict(lambda: LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s))
         self.failure: tuple[int, str] | None = None
 
-    # ---------------------------------------------------------------- the token (lock held)
-    def _pass_token(self) -> None:
-        """Give the token to the runnable rank with the smallest virtual time (ties: the lowest rank)."""
+    # ---------------------------------------------------------------- the lanes (lock held)
+    def start(self) -> None:
+        """Hand out the first lanes (every rank thread is started and waits for one)."""
+        with self.cond:
+            self._schedule()
+
+    def _runnable(self, r: int) -> tuple[float, int] | None:
+        """(virtual time, rank) when rank r could run now, else None."""
+        if r in self.finished or r in self.running:
+            return None
+        c = self.waiting[r]
+        if c is None:
+            return self.clocks[r].t, r
+        return None if c.done_at is None else (max(self.clocks[r].t, c.done_at), r)
+
+    def _schedule(self) -> None:
+        """Fill the free lanes with the runnable ranks of smallest virtual time (ties: the lowest rank)."""
         if self.failure is not None:
-            self.turn = None
+            self.running.clear()
             self._wake_all()
             return
-        best = None
-        for r in range(self.world):
-            if r in self.finished:
-                continue
-            c = self.waiting[r]
-            if c is not None and c.done_at is None:
-                continue
-            key = (max(self.clocks[r].t, c.done_at) if c is not None else self.clocks[r].t, r)
-            best = key if best is None or key < best else best
-        if best is None and len(self.finished) < self.world:
+        free = self.lanes - len(self.running)
+        if free > 0:
+            ready = sorted(k for k in map(self._runnable, range(self.world)) if k is not None)
+            for _, r in ready[:free]:
+                self.running.add(r)
+                self.wakes[r].notify()
+        if not self.running and len(self.finished) < self.world:
             stuck = {r: (c.group, c.kind, sorted(c.parts)) for r, c in self.waiting.items() if c is not None}
-            first = min(stuck)
+            first = min(stuck) if stuck else -1
             self.failure = (first, "deadlock on the virtual clock: every unfinished rank waits on a collective some "
                                    f"member never issued; (group, kind, arrived) per waiting rank: {stuck}")
-        self.turn = None if best is None else best[1]
-        if self.turn is None:
             self._wake_all()
-        else:
-            self.wakes[self.turn].notify()
 
     def _wake_all(self) -> None:
         for w in self.wakes:
             w.notify_all()
 
     def _await_turn(self, rank: int) -> None:
-        while self.turn != rank and self.failure is None:
+        while rank not in self.running and self.failure is None:
             self.wakes[rank].wait()
         if self.failure is not None:
             raise PeerLost(f"rank {rank} stopped: rank {self.failure[0]} failed")
@@ -275,15 +302,16 @@ class Fabric:
             with self.cond:
                 self.finished.add(rank)
                 self.waiting[rank] = None
-                if self.turn == rank or self.turn is None:
-                    self._pass_token()
+                self.running.discard(rank)
+                self._schedule()
 
     def block(self, rank: int, coll: Collective) -> float:
-        """Wait (passing the token on) until `coll` is complete; its virtual completion time."""
+        """Wait (giving up the lane) until `coll` is complete; its virtual completion time."""
         with self.cond:
             if coll.done_at is None:
                 self.waiting[rank] = coll
-                self._pass_token()
+                self.running.discard(rank)
+                self._schedule()
                 try:
                     self._await_turn(rank)
                 finally:
@@ -294,7 +322,7 @@ class Fabric:
         with self.cond:
             if self.failure is None:
                 self.failure = (-1, why)
-            self._pass_token()
+            self._schedule()
 
     # ---------------------------------------------------------------- collectives
     def arrive(self, rank: int, gkey: tuple, members: list[int], op: str, kind: str, nbytes: int, inp: Any,
@@ -311,6 +339,7 @@ class Fabric:
             if len(coll.parts) == len(members):
                 del self.open[(gkey, n)]
                 self._complete(gkey, coll)
+                self._schedule()  # its waiters may take a free lane
             return coll
 
     def _complete(self, gkey: tuple, coll: Collective) -> None:
@@ -531,8 +560,7 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
     try:
         for t in threads:
             t.start()
-        with fabric.cond:
-            fabric._pass_token()
+        fabric.start()
         for t in threads:
             while t.is_alive():
                 t.join(timeout=0.2)

@@ -554,6 +554,36 @@ def test_peer_ratios_hand_computed():
     assert peer_ratios([2.0, 4.0, 8.0, 6.0]) == peer_ratios([1.0, 2.0, 4.0, 3.0])
 
 
+def test_peer_ratios_equal_the_definition_with_ties_gaps_and_64_replicas():
+    """peer_ratios sorts once (64 replicas: every rank decides every replica at every sync); its q_r is the
+    definition's to the bit: x_r over the median of the *other* finite values, ties and missing ones included."""
+    import random
+
+    from edit_lab.penalty import peer_ratios
+
+    def definition(values):
+        ok = [v is not None and math.isfinite(v) for v in values]
+        out = []
+        for r, v in enumerate(values):
+            others = sorted(w for s, w in enumerate(values) if ok[s] and s != r)
+            if not ok[r] or not others:
+                out.append(math.nan)
+                continue
+            n = len(others)
+            m = others[n // 2] if n % 2 else 0.5 * (others[n // 2 - 1] + others[n // 2])
+            out.append(v / m if m > 0 else math.inf)
+        return out
+
+    rng = random.Random(3)
+    cases = [[2.0, 2.0, 2.0], [0.0, 0.0, 1.0], [3.0, 1.0, 3.0, 1.0, 3.0]]
+    cases += [[rng.choice([None, math.nan, math.inf, 0.0, 1.0, 2.0, round(rng.uniform(0, 4), 1)])
+               for _ in range(rng.randint(1, 9))] for _ in range(3000)]
+    cases += [[rng.uniform(0.5, 2.0) for _ in range(64)]]
+    for values in cases:
+        got, want = peer_ratios(values), definition(values)
+        assert all(a == b or (math.isnan(a) and math.isnan(b)) for a, b in zip(got, want)), (values, got, want)
+
+
 @pytest.mark.parametrize("R", [2, 4])
 def test_a_shared_x2_rise_of_every_replica_flags_none(R):
     """The training's weather (a new phase, a larger learning rate): every replica's norm doubles at once and

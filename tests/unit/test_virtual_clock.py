@@ -19,8 +19,7 @@ def run_ranks(fabric: virtual.Fabric, body) -> list[threading.Thread]:
     threads = [threading.Thread(target=fabric.rank_main, args=(r, body)) for r in range(fabric.world)]
     for t in threads:
         t.start()
-    with fabric.cond:
-        fabric._pass_token()
+    fabric.start()
     for t in threads:
         t.join(timeout=10)
     return threads
@@ -105,3 +104,25 @@ def test_a_collective_some_member_never_issues_is_a_deadlock_naming_the_waiting_
     assert not any(t.is_alive() for t in threads)
     rank, why = fabric.failure
     assert rank == 0 and why.startswith("deadlock on the virtual clock") and "'probe'" in why
+
+
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_lanes_let_that_many_ranks_compute_at_once(lanes):
+    """Each rank holds its lane until it blocks: with two lanes the two ranks meet inside their compute (a
+    threading barrier they both reach), with one the first gives up waiting for the other."""
+    fabric = virtual.Fabric(RunConfig(shards=1, replicas=2, clock="virtual", virtual_lanes=lanes),
+                            virtual.CostModel(Costs.uniform(units=1, fwd_ms=1, bwd_ms=1, other_ms=0, unit_mb=1,
+                                                            latency_ms=5, bandwidth_gbps=0)))
+    meet = threading.Barrier(2, timeout=0.5)
+    met: list[bool] = []
+
+    def body(rank: int) -> None:
+        try:
+            meet.wait()
+            met.append(True)
+        except threading.BrokenBarrierError:
+            met.append(False)
+
+    threads = run_ranks(fabric, body)
+    assert fabric.failure is None and not any(t.is_alive() for t in threads)
+    assert met == ([True, True] if lanes == 2 else [False, False])
