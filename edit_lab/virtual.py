@@ -10,7 +10,7 @@ rank a thread of *this* process, on a clock that a cost model advances instead o
   functions of its inputs and its members' virtual arrival times, whichever thread arrives last in
   real time; every random draw has its own seeded generator. So the run is the same on any machine,
   under any load and at any number of lanes: the timeline is a function of the config, the seed and the
-  costs (tests/distributed/test_virtual_clock.py runs 1 and 2 lanes side by side). Lanes are what
+  costs (tests/distributed/test_virtual_clock.py runs 1, 2 and 4 lanes side by side). Lanes are what
   takes the wall time down: each computes with one torch thread, on its own core.
 - **Collectives are in-process** (`Fabric`, the backend of `VirtualComm`, a `Comm`): the real reduction
   (sums in rank order), completed once the last participant arrived, at
@@ -195,10 +195,9 @@ MAX_AUTO_LANES = 4
 def lanes_for(cfg: RunConfig) -> int:
     """How many ranks compute at once: `cfg.virtual_lanes`, or one per core (at most MAX_AUTO_LANES), never more
     than the ranks."""
-    import os
+    from .claims_stragglers import cores
 
-    n = cfg.virtual_lanes or min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                                 else (os.cpu_count() or 1), MAX_AUTO_LANES)
+    n = cfg.virtual_lanes or min(cores(), MAX_AUTO_LANES)
     return max(1, min(n, cfg.world_size))
 
 
@@ -220,7 +219,7 @@ class Collective:
 
 
 class Fabric:
-    """Every rank's clock, the token, and the in-process collectives of every group."""
+    """Every rank's clock, the lanes, and the in-process collectives of every group."""
 
     def __init__(self, cfg: RunConfig, model: CostModel) -> None:
         from .comm import LinkModel
@@ -230,7 +229,7 @@ class Fabric:
         self.clocks = [VirtualClock(model) for _ in range(self.world)]
         lock = threading.RLock()
         self.cond = threading.Condition(lock)  # guards the fabric's state
-        # one condition per rank on the same lock: a token pass wakes the rank it names, not every waiting rank
+        # one condition per rank on the same lock: a lane handed out wakes the rank it names, not every waiting rank
         self.wakes = [threading.Condition(lock) for _ in range(self.world)]
         self.lanes = lanes_for(cfg)
         self.running: set[int] = set()  # the ranks holding a lane
