@@ -27,7 +27,7 @@ LAB_PORT ?= 8888
 # Open a browser only where there is a display to show it on.
 LAB_BROWSER = $(if $(DISPLAY),,--no-browser)
 
-.PHONY: help install lab demo test test-fast test-ui test-ui-course solutions nbval-refs notebooks bench tables clean
+.PHONY: help install lab demo test test-fast test-ui solutions nbval-refs notebooks bench tables clean
 
 help: ## list the targets
 	@echo "Targets (each creates $(VENV) if it is missing):"
@@ -77,11 +77,8 @@ test: $(STAMP) ## the whole test suite
 test-fast: $(STAMP) ## unit tests only
 	$(PY) -m pytest $(XDIST) tests/unit
 
-test-ui: $(STAMP) ## the browser tests alone: 00, 04, 05, 06 through JupyterLab, their panels, readability (need chromium)
+test-ui: $(STAMP) ## the browser tests alone: every notebook (00-08) through JupyterLab, the panels, readability (need chromium)
 	$(PY) -m pytest $(XDIST) tests/ui
-
-test-ui-course: $(STAMP) ## also 01, 02, 03, 07 and 08 through JupyterLab, readability checked (opt-in, ~5 min)
-	EDIT_LAB_UI_COURSE=1 $(PY) -m pytest $(XDIST) tests/ui/test_course_in_browser.py
 
 solutions: $(STAMP) ## every notebook with its answers filled in, run small: every check must pass
 	$(PY) -m edit_lab.tools.solutions runs/solutions --execute --test-parameters

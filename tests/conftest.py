@@ -22,11 +22,12 @@ if importlib.util.find_spec("edit_lab") is None:
 #: The longest test files, longest first (seconds of a fresh clone's run on 2 cores). `make test` runs pytest
 #: with two xdist workers, each taking one whole file at a time in this order (--no-loadscope-reorder):
 #: started first, they run side by side instead of leaving one worker alone with them at the end.
-LONGEST_FIRST = ("tests/ui/test_notebooks_in_browser.py",  # ~220 (00, 04, 05)
+LONGEST_FIRST = ("tests/ui/test_course_in_browser.py",  # ~230 (01, 02, 03, 07, 08)
+                 "tests/ui/test_notebooks_in_browser.py",  # ~220 (00, 04, 05)
                  "tests/ui/test_straggler_panel.py",  # ~150 (06 and its panel's run)
-                 "tests/notebooks/test_notebooks.py",  # ~100 (01, 02, 03 under papermill)
                  "tests/notebooks/test_nbval.py",  # ~60 (07 and 08 under nbval, against their references)
                  "tests/install/test_binder.py",  # ~35
+                 "tests/notebooks/test_notebooks.py",  # hygiene; papermill only where no browser runs a lesson
                  "tests/ui/test_checks_catch_problems.py",  # ~60
                  "tests/distributed/test_cli.py",  # ~90
                  "tests/distributed/test_engine.py",  # ~60

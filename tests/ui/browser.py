@@ -38,12 +38,12 @@ RUN_IN_BROWSER_BY = {
     "test_notebooks_in_browser.py": ("00_welcome.ipynb", "04_layerwise_sync_and_prefetch.ipynb",
                                      "05_pseudo_gradient_penalty.ipynb"),
     "test_straggler_panel.py": ("06_stragglers_and_aedit.ipynb",),
+    "test_course_in_browser.py": ("01_synchronous_data_parallel.ipynb", "02_local_sgd_and_diloco.ipynb",
+                                  "03_sharding_meets_local_sgd.ipynb", "07_scaling_out.ipynb",
+                                  "08_capstone.ipynb"),
 }
-#: The other notebooks, through JupyterLab only on request (`make test-ui-course`, test_course_in_browser.py):
-#: inside `make test` they made it 836 s instead of about 620 s on 2 cores (two workers running browser
-#: tests side by side, each with its notebook's 4-rank runs), so there they run under papermill.
-COURSE_IN_BROWSER = ("01_synchronous_data_parallel.ipynb", "02_local_sgd_and_diloco.ipynb",
-                     "03_sharding_meets_local_sgd.ipynb", "07_scaling_out.ipynb", "08_capstone.ipynb")
+#: The notebooks whose only browser test is the generic one (run, drawn, readable): test_course_in_browser.py.
+COURSE_IN_BROWSER = RUN_IN_BROWSER_BY["test_course_in_browser.py"]
 
 
 def find_chromium() -> str | None:
