@@ -93,6 +93,9 @@ TABLES: dict[str, Table] = {
     "penalty_rule_verify": Table(("penalty_rule.json",), _one("penalty_rule", "verify_lines")),
     "virtual_race": Table(("virtual_race.json",), _one("virtual_race", "table_lines")),
     "virtual_race_paired": Table(("virtual_race.json",), _one("virtual_race", "paired_lines")),
+    "virtual_race_64": Table(("virtual_race_64.json",), _one("virtual_race", "table_lines")),
+    "virtual_race_64_paired": Table(("virtual_race_64.json",), _one("virtual_race", "paired_lines")),
+    "mkl_pin": Table(("mkl_pin.json",), _one("mkl_pin", "table_lines")),
     **{f"stragglers_{part.replace(':', '_')}": Table(("stragglers.json",), _stragglers(part))
        for part in ("throughput:2x2", "throughput:1x4", "in_run", "loss", "timings")},
 }

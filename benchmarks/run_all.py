@@ -1,4 +1,4 @@
-"""`make bench`: every CPU benchmark of the README, one after the other (about 50 minutes on 2 cores).
+"""`make bench`: every CPU benchmark of the README, one after the other (about 75 minutes on 2 cores).
 
 Each script writes its result file under benchmarks/results/; `python benchmarks/render.py` prints the
 README's tables from them. The GPU benchmark (`benchmarks/gpu.py`) is separate: it needs a machine with
@@ -15,7 +15,9 @@ HERE = Path(__file__).resolve().parent
 SCRIPTS = (["engine_vs_fsdp2.py", "--steps", "40", "--repeats", "2"], ["edit_overlap.py"], ["penalty.py"],
            ["penalty_defaults.py"],
            ["stragglers.py", "--repeats", "2"], ["binder_memory.py"], ["preview_vs_real.py"],
-           ["virtual_race.py", "--json", "virtual_race.json"])
+           ["virtual_race.py", "--replicas", "8", "--budget", "6", "--json", "virtual_race.json"],
+           ["virtual_race.py", "--replicas", "64", "--budget", "3", "--json", "virtual_race_64.json"],
+           ["mkl_pin.py", "--json", "mkl_pin.json"])
 
 
 def main() -> int:

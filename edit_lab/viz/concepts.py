@@ -246,6 +246,8 @@ def mesh_figure(meshes: Sequence[Mesh]) -> go.Figure:
 
 
 SHARD_COLORS = ("#1F77B4", "#FF7F0E", "#2CA02C", "#9467BD")
+#: The ZeRO-3 figure's height: title, x axis and a three-row legend below, then a row per unit.
+ZERO3_FIXED_PX, ZERO3_ROW_PX = 250, 45
 
 
 def shard_layout_figure(layouts: Sequence[UnitLayout], names: Sequence[str], model: str) -> go.Figure:
@@ -266,10 +268,12 @@ def shard_layout_figure(layouts: Sequence[UnitLayout], names: Sequence[str], mod
     fig.add_trace(go.Bar(y=list(names), x=[lay.padded - lay.numel for lay in layouts], base=[lay.numel for lay in layouts],
                          orientation="h", name="padding to a multiple of S",
                          marker=dict(color="#BBBBBB", pattern_shape="/")))
-    fig.update_layout(barmode="overlay", template="plotly_white", height=120 + 45 * len(layouts),
+    # the legend below takes three rows: without room for them plotly drew 3 units in ~50 px and hid every
+    # other unit's name; dtick=1 names every unit
+    fig.update_layout(barmode="overlay", template="plotly_white", height=ZERO3_FIXED_PX + ZERO3_ROW_PX * len(layouts),
                       title=f"What ZeRO-3 splits: each unit of {model} as one flat buffer, cut into S = {n_shards} shards",
                       xaxis=dict(title="position in the unit's flat buffer (float32 values)", tickformat="~s"),
-                      yaxis=dict(autorange="reversed"), legend=legend_below(), margin=dict(b=40))
+                      yaxis=dict(autorange="reversed", dtick=1), legend=legend_below(), margin=dict(b=40))
     return fig
 
 

@@ -64,6 +64,9 @@ def test_shard_layout_figure_cuts_each_unit_into_s_shards():
         assert list(t.base) == [s * lay.shard_size for lay in layouts] and list(t.y) == names
     assert list(padding.x) == [lay.padded - lay.numel for lay in layouts]
     assert list(padding.base) == [lay.numel for lay in layouts]
+    # every unit named (plotly hides every other category label when the rows are squeezed): a tick per unit,
+    # and room for 45 px a row besides the title, the x axis and the three-row legend
+    assert fig.layout.yaxis.dtick == 1 and fig.layout.height >= 250 + 45 * len(units)
     with pytest.raises(ValueError, match="same number of shards"):
         shard_layout_figure([UnitLayout.of(units[0], 2), UnitLayout.of(units[1], 4)], names[:2], "nano")
 
