@@ -251,6 +251,9 @@ class RunConfig:
                                 "benchmarks/aedit_loss.py)", section=S_AEDIT)
     step_weight_mix: float = knob(0.5, "rho: how much of the weight is the step share", section=S_AEDIT,
                                   ge=0.0, le=1.0)
+    aedit_schedule: str | None = knob(None, "an A-EDiT run directory whose schedule to replay instead of the timers: "
+                                      "each replica meets at the steps it met there and stops where it stopped "
+                                      "(None: the timers)", section=S_AEDIT)
     # --- stragglers and the simulated sync link ---
     straggler_replicas: tuple[int, ...] = knob((), "consistent stragglers: replica indices", section=S_LINK)
     straggler_factor: float = knob(1.0, "their steps take k× as long", section=S_LINK, ge=1.0, finite=True)
@@ -439,6 +442,8 @@ class RunConfig:
                 "A-EDiT periods): a finished replica waits up to one period in a meeting")
         if self.grad_all_reduce_rule is not None:
             self._check_grad_all_reduce_rule()
+        if self.aedit_schedule is not None:
+            self._check_aedit_schedule(bad)
         if self.clock == "virtual":
             self._check_virtual(bad)
         if self.device == "cuda" or self.backend == "nccl":
@@ -499,6 +504,22 @@ class RunConfig:
 
         if (why := grad_all_reduce_problem(self.grad_all_reduce_rule, self.replicas)) is not None:
             refuse(why)
+
+    def _check_aedit_schedule(self, bad: Any) -> None:
+        """A replayed schedule must be an A-EDiT run's, of as many replicas, with a time budget to replace."""
+        from .schedule import ScheduleReplay
+
+        if self.method != "aedit":
+            bad("aedit_schedule", f"None with method={self.method!r} (only A-EDiT has a timed schedule to replay)")
+        if not self.time_budget:
+            bad("aedit_schedule", "None without a time_budget (a replay stops each replica where the replayed run's "
+                "budget stopped it)")
+        try:
+            replay = ScheduleReplay.of_run(self.aedit_schedule, replica=0)
+        except (OSError, ValueError, KeyError) as e:
+            bad("aedit_schedule", f"the directory of a finished A-EDiT run ({e})")
+        if replay.replicas != self.replicas:
+            bad("aedit_schedule", f"a run of {self.replicas} replicas (that run had {replay.replicas})")
 
     def _check_virtual(self, bad: Any) -> None:
         """What the virtual clock (edit_lab/virtual.py) does not run yet, refused naming the field."""

@@ -8,6 +8,10 @@ of step W, and the replicas sync at the start of steps W+τ, W+2τ, …
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
 
 def in_warmup(step: int, warmup: int) -> bool:
     """Steps 0 … W−1: synchronous training, gradients all-reduced across replicas."""
@@ -33,3 +37,40 @@ def decide_sync(total: int, min_sync_steps: int, all_done: bool) -> bool:
     if all_done:
         return total > 0
     return total >= min_sync_steps
+
+
+@dataclass(frozen=True)
+class ScheduleReplay:
+    """One replica's A-EDiT schedule as a finished run recorded it: the steps at which it entered a timed
+    meeting, and the step at which its budget stopped it (`RunConfig.aedit_schedule`).
+
+    A-EDiT's numerics follow from its schedule alone: which steps each replica trained before each meeting
+    decides every sync's contents and weights, and the timers only decide *when* that is. Replaying the
+    schedule of a real run on the virtual clock therefore trains the real run's model exactly, whatever the
+    cost model says (tests/distributed/test_virtual_clock.py)."""
+
+    meet_at: tuple[int, ...]
+    stop_at: int
+    replicas: int
+
+    @classmethod
+    def of_run(cls, run_dir: str | Path, replica: int) -> "ScheduleReplay":
+        """From `summary.json`'s meetings (`method_info.meetings`, rank 0's record of every meeting: the
+        step every replica entered it at, and which replicas had finished)."""
+        summary = json.loads((Path(run_dir) / "summary.json").read_text())
+        meetings = summary["method_info"]["meetings"]
+        if not meetings:
+            raise ValueError("it recorded no A-EDiT meeting")
+        replicas = len(meetings[0]["at_steps"])
+        timed = tuple(int(m["at_steps"][replica]) for m in meetings if not m["done"][replica])
+        done = [int(m["at_steps"][replica]) for m in meetings if m["done"][replica]]
+        if not done:
+            raise ValueError(f"replica {replica} never finished in it")
+        return cls(meet_at=timed, stop_at=done[0], replicas=replicas)
+
+    def meets(self, step: int) -> bool:
+        """Did this replica enter a timed meeting at the start of `step`?"""
+        return step in self.meet_at
+
+    def stops(self, step: int) -> bool:
+        return step >= self.stop_at

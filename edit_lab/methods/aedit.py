@@ -50,7 +50,7 @@ from typing import Any
 import torch
 
 from ..exchanges import MEETING_FIELDS
-from ..schedule import decide_sync
+from ..schedule import ScheduleReplay, decide_sync
 from .edit import EDiTMethod
 
 
@@ -153,6 +153,9 @@ class AEDiTMethod(EDiTMethod):
         self.last_meeting_step: int | None = None
         self.meeting: Meeting | None = None  # the latest one (its step counts feed the weights)
         self.meetings: list[dict[str, Any]] = []
+        # RunConfig.aedit_schedule: meet and stop where a finished run did, instead of by the timers
+        self.replay = (ScheduleReplay.of_run(cfg.aedit_schedule, self.mesh.replica)
+                       if cfg.aedit_schedule is not None else None)
 
     # ------------------------------------------------------------ the trigger
     def create_anchors(self, step: int, record: bool = True) -> None:
@@ -184,7 +187,7 @@ class AEDiTMethod(EDiTMethod):
             self.start_timer()
             return False
         t = self.replica_clock()
-        if not self.timer.expired(t):
+        if not (self.timer.expired(t) if self.replay is None else self.replay.meets(step)):
             return False
         return self.meet(step, t, done=False)
 
@@ -224,6 +227,8 @@ class AEDiTMethod(EDiTMethod):
     def stop_here(self, step: int, spent: bool) -> bool:
         """After warm-up no exchange is needed: a replica whose budget is spent goes to `finalize`, whose
         meetings (flagged done) pair up with the others' timed meetings (see the module docstring)."""
+        if self.replay is not None:  # every replica replays, so none needs the others' word
+            return self.replay.stops(step)
         if self.outer is None:
             return super().stop_here(step, spent)
         return spent

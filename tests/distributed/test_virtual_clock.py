@@ -77,21 +77,51 @@ def test_lanes_are_one_per_core_unless_set():
     assert 1 <= auto <= MAX_AUTO_LANES
 
 
-@pytest.mark.parametrize("method", ["edit", "diloco", "sync"])
-def test_numerics_equal_a_real_run(tmp_path, method):
-    """A step-count run without stragglers: nothing timing decides, so the losses are the wall-clock run's
-    (to float rounding: the in-process sums add in rank order, gloo in its own)."""
-    kw = dict(method=method, shards=2, replicas=2, steps=8, eval_every=4)
+def _max_param_difference(a, b) -> float:
+    """The largest |θ_a − θ_b| over every tensor of the two runs' final models (model.pt)."""
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    return max(float((sa[k].double() - sb[k].double()).abs().max()) for k in sa)
+
+
+@pytest.mark.parametrize("mesh", ["1x2", "2x2"])
+@pytest.mark.parametrize("method,prefetch", [("sync", True), ("diloco", True), ("edit", True), ("edit", False),
+                                             ("co2", True)])
+def test_numerics_equal_a_real_run(tmp_path, method, prefetch, mesh):
+    """A step-count run: nothing timing decides, so the virtual run trains the real multi-process run's model.
+    Bit for bit, not only within the issue's 1e-6: every group here has two members, and a sum of two is the
+    same in gloo's order and in the virtual clock's rank order (MKL pinned, so the kernels agree too)."""
+    shards, replicas = map(int, mesh.split("x"))
+    kw = dict(method=method, prefetch=prefetch, shards=shards, replicas=replicas, steps=8, eval_every=4)
     real = launch(small(out=str(tmp_path / "real"), **kw))
     virt = virtual(tmp_path, "virtual", **kw)
-    assert [x[:2] for x in _losses(virt)] == [x[:2] for x in _losses(real)]
-    for (_, _, lv), (_, _, lr) in zip(_losses(virt), _losses(real)):
-        assert lv == pytest.approx(lr, abs=1e-5, rel=1e-5)
-    assert virt.summary["final_val_loss"] == pytest.approx(real.summary["final_val_loss"], abs=1e-5)
-    kinds = lambda run: sorted((e["rank"], e["step"], e["kind"], e["unit"], e["bytes"]) for e in run.events  # noqa: E731
-                               if e["group"] is not None)
+    assert _max_param_difference(virt, real) == 0.0
+    assert _losses(virt) == _losses(real)
+    assert virt.summary["final_val_loss"] == real.summary["final_val_loss"]
+    kinds = lambda run: sorted((e["rank"], e["step"], e["kind"], -1 if e["unit"] is None else e["unit"],  # noqa: E731
+                                e["bytes"]) for e in run.events if e["group"] is not None)
     assert kinds(virt) == kinds(real)  # the same collectives, of the same sizes, at the same steps
     assert real.summary["clock"] == "wall" and real.summary["clock_costs"] is None
+
+
+def test_aedit_replaying_a_real_runs_schedule_trains_its_model(tmp_path):
+    """A-EDiT's timers decide when the replicas meet, and that decides every sync's contents: given the real
+    run's schedule (RunConfig.aedit_schedule: each replica meets at the steps it met there and stops where it
+    stopped), the virtual run trains the real run's model bit for bit. (On its own timers it follows the cost
+    model instead: test_time_budgets_and_aedit_timers_follow_the_cost_model. How many rounds the real run has
+    depends on this machine's speed, so nothing here counts them.)"""
+    kw = dict(method="aedit", shards=1, replicas=2, time_budget=1.5, sync_period=0.25, straggler_replicas=(1,),
+              straggler_factor=2.0)
+    real = launch(small(out=str(tmp_path / "real"), **kw))
+    rounds = real.summary["method_info"]["local_steps_per_round"]
+    assert rounds  # at least the closing sync
+    replay = virtual(tmp_path, "replay", aedit_schedule=str(real.path), **kw)
+    assert replay.summary["method_info"]["local_steps_per_round"] == rounds
+    assert [m["at_steps"] for m in replay.summary["method_info"]["meetings"]] == \
+        [m["at_steps"] for m in real.summary["method_info"]["meetings"]]
+    assert _max_param_difference(replay, real) == 0.0
+    assert replay.summary["final_val_loss"] == real.summary["final_val_loss"]
+    assert replay.summary["clock"] == "virtual"
 
 
 def test_sync_run_on_uniform_costs_is_hand_computed(tmp_path):

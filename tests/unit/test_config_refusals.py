@@ -189,3 +189,30 @@ def test_cli_refuses_in_one_line_before_anything_starts(tmp_path, flags, field):
     assert len(lines) == 1 and lines[0].startswith(f"edit_lab: config error: {field}=")
     assert "Traceback" not in res.stderr and res.stdout == ""
     assert not out.exists()  # nothing was created, so no process was started
+
+
+def _aedit_run_dir(tmp_path: Path, replicas: int = 2) -> Path:
+    """A run directory as an A-EDiT run leaves it, as far as a replayed schedule reads it (summary.json)."""
+    meetings = [{"at_steps": [5, 4][:replicas] + [4] * (replicas - 2), "done": [False] * replicas},
+                {"at_steps": [9, 6][:replicas] + [6] * (replicas - 2), "done": [True, False] + [False] * (replicas - 2)},
+                {"at_steps": [9, 8][:replicas] + [8] * (replicas - 2), "done": [True] * replicas}]
+    d = tmp_path / f"aedit-{replicas}"
+    d.mkdir()
+    (d / "summary.json").write_text(json.dumps({"method_info": {"meetings": meetings}}))
+    return d
+
+
+def test_a_replayed_aedit_schedule_is_refused_where_it_cannot_apply(tmp_path):
+    from edit_lab.schedule import ScheduleReplay
+
+    run = str(_aedit_run_dir(tmp_path))
+    ok = dict(method="aedit", shards=1, replicas=2, time_budget=2.0, aedit_schedule=run)
+    RunConfig(**ok).validate()
+    assert "aedit_schedule=" in refusal(**{**ok, "method": "edit"}) and "only A-EDiT" in refusal(**{**ok, "method": "edit"})
+    assert "without a time_budget" in refusal(**{**ok, "time_budget": 0.0})
+    assert "finished A-EDiT run" in refusal(**{**ok, "aedit_schedule": str(tmp_path / "missing")})
+    assert "a run of 4 replicas (that run had 2)" in refusal(**{**ok, "replicas": 4})
+    # what each replica replays: its timed meetings, and the step of its first meeting flagged done
+    r0, r1 = ScheduleReplay.of_run(run, 0), ScheduleReplay.of_run(run, 1)
+    assert (r0.meet_at, r0.stop_at, r1.meet_at, r1.stop_at) == ((5,), 9, (4, 6), 8)
+    assert r1.meets(6) and not r1.meets(5) and r1.stops(8) and not r1.stops(7)
