@@ -237,3 +237,25 @@ def test_a_failed_virtual_run_resumes_bit_for_bit(tmp_path, method):
     assert resumed.summary["clock"] == "virtual"
     first = min(e["t0"] for e in resumed.events if e["kind"] == "compute_fwd")
     assert 0.0 <= first < 0.05  # the resumed session's clock starts again at 0
+
+
+def test_the_same_virtual_run_beside_a_busy_core_writes_the_same_events(tmp_path):
+    """Deterministic under load: the run's clock is the cost model's, never this machine's, so a core kept busy
+    by another process changes how long the run takes here and nothing it records."""
+    import subprocess
+    import sys
+
+    kw = dict(method="edit", shards=1, replicas=2, steps=12, straggler_replicas=(1,), straggler_factor=2.0,
+              random_pause_prob=0.3, random_pause_ms=10.0, eval_every=6)
+    quiet = virtual(tmp_path, "quiet", **kw)
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        busy = virtual(tmp_path, "busy", **kw)
+    finally:
+        spin.kill()
+        spin.wait()
+    files = sorted(p.name for p in quiet.path.glob("events-rank*.jsonl"))
+    assert files == ["events-rank0.jsonl", "events-rank1.jsonl"]
+    for name in files:
+        assert (quiet.path / name).read_bytes() == (busy.path / name).read_bytes(), name
+    assert quiet.metrics == busy.metrics
