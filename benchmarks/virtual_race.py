@@ -47,10 +47,12 @@ def calibrate_here(tmp: Path) -> Path:
     return launch(cfg, overwrite=True).path
 
 
-def race(replicas: int, seeds: list[int], budget: float, profile: str, costs_dir: Path, tmp: Path
-         ) -> tuple[list[dict], dict]:
+def race(replicas: int, seeds: list[int], budget: float, profile: str, costs_dir: Path, tmp: Path,
+         aedit_periods: tuple[float, ...] = (4.0,)) -> tuple[list[dict], dict]:
     """Every method x seed on the virtual clock for `budget` virtual seconds: one row per run, and the cost
-    model's figures (a step, a whole-model collective across the link, A-EDiT's period)."""
+    model's figures (a step, a whole-model collective across the link, A-EDiT's period). A-EDiT runs once per
+    entry of `aedit_periods` (T_sync in a fast replica's steps; the first is the method's row `aedit`, the others
+    `aedit T=<n>`): τ fast steps syncs twice as often in time as EDiT, whose τ steps go at the slow pace."""
     from edit_lab import RunConfig, launch
     from edit_lab.comm import LinkModel
     from edit_lab.virtual import costs_for
@@ -61,23 +63,26 @@ def race(replicas: int, seeds: list[int], budget: float, profile: str, costs_dir
                     clock_costs=str(costs_dir), straggler_replicas=slow, straggler_factor=2.0, **link, **BASE)
     costs = costs_for(cfg)
     step_s = costs.step_s
-    cfg = cfg.replace(sync_period=BASE["sync_interval"] * step_s)  # A-EDiT's T_sync: τ fast steps
+    cfg = cfg.replace(sync_period=aedit_periods[0] * step_s)  # A-EDiT's T_sync: by default τ fast steps
     link_s = LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s).transfer_time(costs.model_bytes)
     figures = {"step_ms": round(1e3 * step_s, 2), "own_compute_ms": round(1e3 * costs.stretched_s, 2),
                "model_mb": round(costs.model_bytes / 1e6, 3), "link_ms_per_model": round(1e3 * link_s, 2),
-               "sync_period_s": round(cfg.sync_period, 4), "slow_replicas": list(slow)}
+               "sync_period_s": round(cfg.sync_period, 4), "slow_replicas": list(slow),
+               "aedit_period_steps": list(aedit_periods)}
     rows = []
-    for method in METHODS:
+    runs = [(m, m, cfg) for m in METHODS] + [("aedit", f"aedit T={p:g}", cfg.replace(sync_period=p * step_s))
+                                             for p in aedit_periods[1:]]
+    for method, name, mcfg in runs:
         for seed in seeds:
             t0 = time.perf_counter()
-            run = launch(cfg.replace(method=method, seed=seed, out=str(tmp / f"{method}-{seed}")), overwrite=True)
+            run = launch(mcfg.replace(method=method, seed=seed, out=str(tmp / f"{name}-{seed}")), overwrite=True)
             s = run.summary
             steps = [int(v["steps"]) for _, v in sorted(s["per_replica"].items(), key=lambda kv: int(kv[0]))]
-            rows.append({"method": method, "seed": seed, "val": round(float(s["final_val_loss"]), 4),
+            rows.append({"method": name, "seed": seed, "val": round(float(s["final_val_loss"]), 4),
                          "tokens": int(s["tokens"]), "steps_fast": steps[0], "steps_slow": steps[-1],
                          "virtual_s": round(float(s["wall_s"]), 4), "wall_s": round(time.perf_counter() - t0, 1)})
             r = rows[-1]
-            print(f"{method:>7} seed {seed}: val {r['val']:.4f}  tokens {r['tokens']:>9,}  steps fast/slow "
+            print(f"{name:>9} seed {seed}: val {r['val']:.4f}  tokens {r['tokens']:>9,}  steps fast/slow "
                   f"{r['steps_fast']}/{r['steps_slow']}  ({r['wall_s']:.0f} s wall)", flush=True)
     return rows, figures
 
@@ -96,7 +101,7 @@ def table_lines(data: dict) -> list[str]:
     rows = data["runs"]
     out = ["| method | seeds | val loss mean | spread (max − min) | tokens (mean) | steps fast / slow replica |",
            "|---|---:|---:|---:|---:|---|"]
-    for m in METHODS:
+    for m in dict.fromkeys([*METHODS, *(r["method"] for r in rows)]):
         mine = [r for r in rows if r["method"] == m]
         if not mine:
             continue
@@ -110,8 +115,10 @@ def paired_lines(data: dict) -> list[str]:
     """The second README table: A-EDiT against EDiT and sync, and EDiT against sync, paired by seed
     (the mean of b − a: negative where a ended lower)."""
     out = ["| comparison, paired by seed | mean loss difference (a − b) | a lower in |", "|---|---:|---|"]
+    extra = [(k, f"A-EDiT, T_sync = {k.split('T=')[1].split('_vs_')[0]} fast steps", "EDiT" if k.endswith("edit") else "sync")
+             for k in data["paired"] if k.startswith("aedit T=")]
     for key, a, b in (("aedit_vs_edit", "A-EDiT", "EDiT"), ("aedit_vs_sync", "A-EDiT", "sync"),
-                      ("edit_vs_sync", "EDiT", "sync")):
+                      ("edit_vs_sync", "EDiT", "sync"), *extra):
         p = data["paired"][key]
         out.append(f"| {a} against {b} | {-p['mean_lower']:+.3f} | {p['lower_in']} of {p['seeds']} seeds |")
     return out
@@ -123,17 +130,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--budget", type=float, default=2.0, help="virtual seconds every run trains for")
     ap.add_argument("--profile", choices=sorted(PROFILES), default="slow-link")
+    ap.add_argument("--aedit-periods", type=float, nargs="+", default=[4.0],
+                    help="A-EDiT's T_sync in a fast replica's steps, one race row each (the first: the row 'aedit')")
     ap.add_argument("--json", default=None, help="write the result file (a bare name lands in benchmarks/results)")
     args = ap.parse_args(argv)
     load = load_average()
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         costs_dir = calibrate_here(Path(tmp))
-        rows, figures = race(args.replicas, args.seeds, args.budget, args.profile, costs_dir, Path(tmp))
+        rows, figures = race(args.replicas, args.seeds, args.budget, args.profile, costs_dir, Path(tmp),
+                             tuple(args.aedit_periods))
     data = {"replicas": args.replicas, "budget_s": args.budget, "profile": args.profile,
             "profile_about": PROFILES[args.profile]["about"], "costs": figures, "runs": rows,
             "paired": {"aedit_vs_edit": paired(rows, "aedit", "edit"), "aedit_vs_sync": paired(rows, "aedit", "sync"),
-                       "edit_vs_sync": paired(rows, "edit", "sync")},
+                       "edit_vs_sync": paired(rows, "edit", "sync"),
+                       **{f"{m}_vs_{b}": paired(rows, m, b) for m in dict.fromkeys(r["method"] for r in rows)
+                          if m.startswith("aedit T=") for b in ("edit", "sync")}},
             "wall_s": round(time.perf_counter() - t0, 1)}
     print("\n".join(table_lines(data) + [""] + paired_lines(data)))
     if args.json:
