@@ -22,7 +22,7 @@ import os
 # 4.8068647 in another). Pinning MKL to its AVX2 code path in strict mode makes a run's numbers the same bits
 # in every process on every x86 machine with AVX2, which the virtual clock's "same config, same numbers" and
 # the lessons' nbval references rely on. MKL reads this at its first computation, so it is set here, before
-# anything of the lab computes; a value the user set wins. See docs/edit-method.md, "Bit-reproducible numbers".
+# anything of the lab computes; a value the user set wins. See docs/edit-method.md §14, "The same bits on every machine".
 os.environ.setdefault("MKL_CBWR", "AVX2,STRICT")
 
 from .config import ConfigError, RunConfig
