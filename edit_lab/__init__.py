@@ -18,8 +18,8 @@ import os
 
 # MKL (torch's CPU BLAS on x86) picks its kernels by the CPU it finds and, within them, by how each tensor
 # happens to be aligned in memory (MKL's documentation), so the same matmul can differ in its last bit from one
-# machine to another (seen: a virtual run's validation loss 4.8068645 on a machine without AVX-512, 4.8068647 on
-# one with it). Pinning MKL to its AVX2 code path in strict mode makes a run's numbers the same bits
+# machine to another (seen: a virtual run's validation loss 4.8068645 where 07's reference was made, 4.8068647 on
+# a machine with AVX-512). Pinning MKL to its AVX2 code path in strict mode makes a run's numbers the same bits
 # in every process on every x86 machine with AVX2, which the virtual clock's "same config, same numbers" and
 # the lessons' nbval references rely on. MKL reads this at its first computation, so it is set here, before
 # anything of the lab computes; a value the user set wins. See docs/edit-method.md §14, "The same bits on every machine".
