@@ -47,6 +47,11 @@ def calibrate_here(tmp: Path) -> Path:
     return launch(cfg, overwrite=True).path
 
 
+def row_name(period_steps: float) -> str:
+    """The rows of A-EDiT at a period other than the first of `--aedit-periods`: 'aedit T=8'."""
+    return f"aedit T={period_steps:g}"
+
+
 def race(replicas: int, seeds: list[int], budget: float, profile: str, costs_dir: Path, tmp: Path,
          aedit_periods: tuple[float, ...] = (4.0,)) -> tuple[list[dict], dict]:
     """Every method x seed on the virtual clock for `budget` virtual seconds: one row per run, and the cost
@@ -70,7 +75,7 @@ def race(replicas: int, seeds: list[int], budget: float, profile: str, costs_dir
                "sync_period_s": round(cfg.sync_period, 4), "slow_replicas": list(slow),
                "aedit_period_steps": list(aedit_periods)}
     rows = []
-    runs = [(m, m, cfg) for m in METHODS] + [("aedit", f"aedit T={p:g}", cfg.replace(sync_period=p * step_s))
+    runs = [(m, m, cfg) for m in METHODS] + [("aedit", row_name(p), cfg.replace(sync_period=p * step_s))
                                              for p in aedit_periods[1:]]
     for method, name, mcfg in runs:
         for seed in seeds:
@@ -115,8 +120,8 @@ def paired_lines(data: dict) -> list[str]:
     """The second README table: A-EDiT against EDiT and sync, and EDiT against sync, paired by seed
     (the mean of b − a: negative where a ended lower)."""
     out = ["| comparison, paired by seed | mean loss difference (a − b) | a lower in |", "|---|---:|---|"]
-    extra = [(k, f"A-EDiT, T_sync = {k.split('T=')[1].split('_vs_')[0]} fast steps", "EDiT" if k.endswith("edit") else "sync")
-             for k in data["paired"] if k.startswith("aedit T=")]
+    extra = [(f"{row_name(p)}_vs_{b}", f"A-EDiT, T_sync = {p:g} fast steps", label)
+             for p in data.get("costs", {}).get("aedit_period_steps", [])[1:] for b, label in (("edit", "EDiT"), ("sync", "sync"))]
     for key, a, b in (("aedit_vs_edit", "A-EDiT", "EDiT"), ("aedit_vs_sync", "A-EDiT", "sync"),
                       ("edit_vs_sync", "EDiT", "sync"), *extra):
         p = data["paired"][key]
@@ -144,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             "profile_about": PROFILES[args.profile]["about"], "costs": figures, "runs": rows,
             "paired": {"aedit_vs_edit": paired(rows, "aedit", "edit"), "aedit_vs_sync": paired(rows, "aedit", "sync"),
                        "edit_vs_sync": paired(rows, "edit", "sync"),
-                       **{f"{m}_vs_{b}": paired(rows, m, b) for m in dict.fromkeys(r["method"] for r in rows)
-                          if m.startswith("aedit T=") for b in ("edit", "sync")}},
+                       **{f"{row_name(p)}_vs_{b}": paired(rows, row_name(p), b) for p in args.aedit_periods[1:]
+                          for b in ("edit", "sync")}},
             "wall_s": round(time.perf_counter() - t0, 1)}
     print("\n".join(table_lines(data) + [""] + paired_lines(data)))
     if args.json:

@@ -187,7 +187,8 @@ class AEDiTMethod(EDiTMethod):
             self.start_timer()
             return False
         t = self.replica_clock()
-        if not (self.timer.expired(t) if self.replay is None else self.replay.meets(step)):
+        due = self.timer.expired(t) if self.replay is None else self.replay.meets(step)
+        if not due:
             return False
         return self.meet(step, t, done=False)
 
