@@ -17,6 +17,7 @@ Two kinds of claim, kept apart because the tests treat them differently:
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,10 +28,56 @@ from .verdict import Verdict, verdict
 #: The page whose benchmark tables the paper boxes quote (`benchmark_rows`).
 BENCHMARKS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 
-#: The likely reasons a claim does not hold, as a verdict prints them.
-BUSY = "fewer cores than ranks or a busy machine (a rank waiting for a core hides nothing and waits longer)"
+#: The likely reasons a claim does not hold, as a verdict prints them. A timing's reason is computed from
+#: its run instead (`timing_reason`): cores per rank, how much the run's own steps varied, the difference at stake.
 SHORT = "a short run: few steps, so few syncs and evaluations to decide on"
 SEED = "the seed: one run per setting, and another seed can change the order of numbers this close"
+
+
+# ------------------------------------------------------------------------------------ why a timing moved
+def ranks_and_cores(run: Run, n_cores: int | None = None) -> tuple[int, int]:
+    """(ranks of the run, the cores they shared): `n_cores`, else the cores this process may use, since a
+    lesson's runs are launched from its kernel (a run recorded elsewhere needs its own count passed in).
+    A virtual run's ranks share none (the cost model times them)."""
+    from .claims_stragglers import cores  # claims_stragglers imports this module
+
+    return run.config.world_size, n_cores if n_cores is not None else cores()
+
+
+def step_noise_ms(run: Run, replica: int = 0) -> float:
+    """How much one of the run's steps varies (ms): the interquartile range of `replica`'s step times after
+    warm-up. Steps of the same kind on a quiet machine differ by little; a rank that waits for a core, or
+    other work on the machine, spreads them. NaN without steps after warm-up."""
+    dt = [1e3 * m["dt"] for m in run.metrics
+          if m.get("kind") == "train" and m.get("replica") == replica and m.get("step", -1) >= run.config.warmup_steps
+          and m.get("dt") is not None]
+    if len(dt) < 4:
+        return float("nan")
+    q = statistics.quantiles(dt, n=4)
+    return q[2] - q[0]
+
+
+def timing_reason(run: Run, gap: float | None = None, unit: str = "ms", n_cores: int | None = None) -> str:
+    """The likely reason a timing claim on `run` did not hold, computed from the run rather than guessed:
+
+    - on the virtual clock, none of the machine's: the cost model decided (no core is shared, no step varies);
+    - otherwise its ranks per core (with fewer cores than ranks a rank that waits for a core hides nothing and
+      waits longer; with a core each, only other work on the machine moves the numbers), and how much the
+      run's own steps varied (`step_noise_ms`), beside `gap`, the difference the claim turned on, when given.
+    """
+    if run.config.clock == "virtual":
+        return "the cost model's own numbers (virtual clock: no core shared, no step varies): the schedule decided"
+    ranks, n = ranks_and_cores(run, n_cores)
+    per = n / ranks
+    text = f"{ranks} ranks on {n} core{'s' if n != 1 else ''} ({per:.2g} per rank)"
+    text += (": a rank that waits for a core hides nothing and waits longer" if per < 1 else
+             ": every rank had a core, so what moved it is other work on this machine")
+    noise = step_noise_ms(run)
+    if math.isfinite(noise):
+        text += f"; a step of this run varied by {noise:.1f} ms (interquartile range)"
+    if gap is not None:
+        text += f", the claim turned on {abs(gap):,.1f} {unit}"
+    return text
 
 
 def _compare(claim: str, x: float, y: float, holds: bool, names: tuple[str, str], unit: str, digits: int,
@@ -249,7 +296,8 @@ def fast_replica_waits(run: Run, fast: int = 0, slow: int = 1) -> Verdict:
     """With a consistent straggler the fast replica is the one that stands blocked in every meeting."""
     b = blocked_ms_per_step(run)
     return smaller(f"the fast replica {fast} is the one that waits", b[slow], b[fast],
-                   names=(f"replica {slow} blocked", f"replica {fast}"), unit="ms per step", timing=True, why_not=BUSY)
+                   names=(f"replica {slow} blocked", f"replica {fast}"), unit="ms per step", timing=True,
+                   why_not=timing_reason(run, b[fast] - b[slow], "ms per step"))
 
 
 def straggler_pauses_s(run: Run, slow: int = 1) -> float:
@@ -279,7 +327,8 @@ def blocked_about_pause(run: Run, fast: int = 0, slow: int = 1, rel_tol: float =
                    pause > 0 and abs(blocked - pause) <= rel_tol * pause,
                    f"{blocked:.3f} s against {pause:.3f} s of pauses before its last step ({blocked / pause:.0%})"
                    if pause else "no pause recorded",
-                   why_not="the cost model's steps differ between the runs" if virtual else BUSY, timing=not virtual)
+                   why_not="the cost model's steps differ between the runs" if virtual else
+                   timing_reason(run, blocked - pause, "s"), timing=not virtual)
 
 
 def capacity_share(run: Run) -> float:
@@ -293,4 +342,4 @@ def slowdown_ratio(slow: Run, base: Run, factor: float) -> Verdict:
     ratio = slow.summary["tokens_per_s"] / base.summary["tokens_per_s"]
     return verdict(f"tokens/s with the straggler stays above 1/{factor:g} of the baseline's (collectives are not "
                    f"stretched)", 1 / factor < ratio < 1, f"{ratio:.2f} against 1/{factor:g} = {1 / factor:.2f}",
-                   why_not=BUSY, timing=True)
+                   why_not=timing_reason(slow), timing=True)

@@ -222,3 +222,23 @@ def test_benchmark_rows_read_the_table_under_a_heading(tmp_path):
     assert claims.benchmark_rows("What a sync step costs", tmp_path / "missing.md") == []
     shipped = {r["method"] for r in claims.benchmark_rows("What a sync step costs")}  # the box of notebook 04
     assert {"edit, prefetch on", "diloco"} <= shipped
+
+
+# ------------------------------------------------------------------------------------ a timing's computed reason
+def test_a_timing_reason_names_ranks_per_core_the_steps_noise_and_the_gap(tmp_path):
+    cfg = RunConfig(method="edit", shards=2, replicas=2, steps=12, warmup_steps=4, sync_interval=4)
+    dts = [0.010, 0.012, 0.014, 0.016, 0.018, 0.020, 0.022, 0.024]  # replica 0's steps 4..11, in seconds
+    metrics = [{"kind": "train", "step": 4 + i, "replica": 0, "loss": 1.0, "tokens": 1, "t": float(i), "dt": dt}
+               for i, dt in enumerate(dts)] + [{"kind": "train", "step": 0, "replica": 0, "loss": 1.0, "tokens": 1,
+                                                 "t": 0.0, "dt": 9.0}]  # a warm-up step: left out
+    run = write_run(tmp_path / "r", cfg, metrics=metrics)
+    import statistics
+    q = statistics.quantiles([1e3 * d for d in dts], n=4)
+    assert claims.step_noise_ms(run) == pytest.approx(q[2] - q[0])
+    shared = claims.timing_reason(run, gap=3.25, n_cores=2)
+    assert shared.startswith("4 ranks on 2 cores (0.5 per rank): a rank that waits for a core")
+    assert f"varied by {q[2] - q[0]:.1f} ms" in shared and shared.endswith("the claim turned on 3.2 ms")
+    own = claims.timing_reason(run, n_cores=4)
+    assert own.startswith("4 ranks on 4 cores (1 per rank): every rank had a core") and "turned on" not in own
+    virtual = write_run(tmp_path / "v", cfg.replace(clock="virtual"), metrics=metrics)
+    assert claims.timing_reason(virtual, gap=1.0).startswith("the cost model's own numbers")

@@ -195,3 +195,27 @@ def test_steps_per_replica_read_as_runs_of_equal_counts():
     assert cs.steps_text([30, 30, 15]) == "[30, 30, 15]"
     assert cs.steps_text([18] * 63 + [14]) == "replicas 0–62: 18, replica 63: 14"
     assert cs.steps_text([5] + [7] * 8 + [5]) == "replica 0: 5, replicas 1–8: 7, replica 9: 5"
+
+
+def test_all_working_share_counts_only_time_every_replica_works(tmp_path):
+    """Two replicas after warm-up: replica 0 works 0–4 s, replica 1 works 1–2 s and 3–5 s (its straggle counts
+    as work: the busy-wait holds a core). Both work 1–2 and 3–4: 2 s of the 5 s after warm-up."""
+    from edit_lab import RunConfig
+
+    cfg = RunConfig(method="edit", shards=1, replicas=2, steps=4, warmup_steps=1, sync_interval=2)
+    path = tmp_path / "run"
+    path.mkdir()
+    (path / "config.json").write_text(cfg.replace(out=str(path), progress=False).to_json())
+    ev = [(0, "compute_fwd", 0.0, 2.0), (0, "compute_bwd", 1.5, 4.0), (1, "compute_fwd", 1.0, 2.0),
+          (1, "straggle", 3.0, 5.0), (1, "wait", 2.0, 3.0)]
+    warm = [(0, "compute_fwd", -9.0, -8.0)]  # a warm-up step: left out
+    for rank in range(2):
+        rows = [{"rank": r, "replica": r, "shard": 0, "step": 1, "unit": None, "kind": k, "t0": a, "t1": b, "bytes": 0,
+                 "group": None, "data": {}} for r, k, a, b in ev if r == rank]
+        rows += [{"rank": r, "replica": r, "shard": 0, "step": 0, "unit": None, "kind": k, "t0": a, "t1": b, "bytes": 0,
+                  "group": None, "data": {}} for r, k, a, b in warm if r == rank]
+        (path / f"events-rank{rank}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in rows))
+    for name in ("metrics.jsonl", "syncs.jsonl"):
+        (path / name).write_text("")
+    (path / "summary.json").write_text("{}")
+    assert cs.all_working_share(Run(path)) == pytest.approx(2 / 5)
