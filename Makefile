@@ -27,37 +27,71 @@ LAB_PORT ?= 8888
 # Open a browser only where there is a display to show it on.
 LAB_BROWSER = $(if $(DISPLAY),,--no-browser)
 
-.PHONY: help install lab demo test test-fast test-ui solutions nbval-refs notebooks bench tables clean
+.PHONY: help install lock upgrade lab demo test test-fast test-ui solutions nbval-refs notebooks bench tables clean
 
 help: ## list the targets
 	@echo "Targets (each creates $(VENV) if it is missing):"
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-zA-Z_-]+):.*## (.*)/  make \1\t\2/' | expand -t 20
 
-# uv installs what pip would (the same versions, compared once with `pip freeze`) in about 63 s instead of
-# about 117 s on 2 cores. pip still fetches torch's wheel: it knows where a machine keeps its wheels and reads
-# TORCH_PIP_ARGS; uv installs that file, then the project. --compile-bytecode as pip does: where Python may not
-# write .pyc files (PYTHONDONTWRITEBYTECODE), every process would compile torch again at each import, and the
-# test suite ran 933 s instead of about 650. INSTALLER=pip installs with pip alone.
+# The lock (requirements.lock) holds the exact version of every package the lab installs, torch's own
+# dependencies included, except torch itself, which TORCH_SPEC pins (a CPU or a CUDA build, the user's choice).
+# `make install` installs from it and nothing else, so the lab a class opens next spring is the one the tests
+# passed with; pyproject.toml keeps the ranges for people who `pip install` the library into their own
+# environment. `make lock` refreshes the lock to the newest packages of the day, on purpose: see `make upgrade`.
+LOCK = requirements.lock
+LOCK_VENV = .venv-lock
+LOCKED = $(PY) -c 'import sys; print(next(l.strip() for l in open("$(LOCK)") if l.startswith(sys.argv[1] + "==")))'
+
+# uv installs what pip would in about a third of pip's time on 2 cores. pip still fetches torch's wheel: it
+# knows where a machine keeps its wheels and reads TORCH_PIP_ARGS; uv installs that file, then the lock, then
+# the project without resolving anything (--no-deps; setuptools comes from the lock: --no-build-isolation).
+# --compile-bytecode as pip does: where Python may not write .pyc files (PYTHONDONTWRITEBYTECODE), every
+# process would compile torch again at each import, and the test suite ran 933 s instead of about 650.
+# INSTALLER=pip installs with pip alone, from the same lock.
 INSTALLER ?= uv
 TORCH_WHEEL_DIR = $(VENV)/torch-wheel
+UV = $(PY) -m uv pip install --no-cache --compile-bytecode --python $(PY)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 ifeq ($(INSTALLER),pip)
-	$(PY) -m pip install --upgrade pip
 	$(PY) -m pip install '$(TORCH_SPEC)' $(TORCH_PIP_ARGS)
-	$(PY) -m pip install -e '.[lab,test]'
+	$(PY) -m pip install -r $(LOCK)
+	$(PY) -m pip install --no-deps --no-build-isolation -e .
 else
-	$(PY) -m pip install -q uv
+	$(PY) -m pip install -q "$$($(LOCKED) uv)"
 	rm -rf $(TORCH_WHEEL_DIR)
 	$(PY) -m pip download -q --no-deps --only-binary :all: -d $(TORCH_WHEEL_DIR) '$(TORCH_SPEC)' $(TORCH_PIP_ARGS)
-	$(PY) -m uv pip install --no-cache --compile-bytecode --python $(PY) $(TORCH_WHEEL_DIR)/*.whl
-	$(PY) -m uv pip install --no-cache --compile-bytecode --python $(PY) -e '.[lab,test]'
+	$(UV) $(TORCH_WHEEL_DIR)/*.whl
+	$(UV) -r $(LOCK)
+	$(UV) --no-deps --no-build-isolation -e .
 	rm -rf $(TORCH_WHEEL_DIR)
 endif
 	@touch $(STAMP)
 
 install: $(STAMP) ## create the venv and install edit_lab with the lab and test extras
+
+# Refreshing the lock is a step someone takes on purpose and reviews (never something an install does): a fresh
+# venv takes the newest packages pyproject.toml allows today, and its `pip freeze` (less torch and the lab) is the
+# new lock; the environment files follow it (scripts/lock.py). `make upgrade` then installs it, refreshes the
+# nbval references, runs the whole suite and shows what moved.
+lock: ## refresh requirements.lock (and the environment files) to today's newest packages; review its diff
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install -q uv
+	$(LOCK_VENV)/bin/python -m pip download -q --no-deps --only-binary :all: -d $(LOCK_VENV)/torch-wheel '$(TORCH_SPEC)' $(TORCH_PIP_ARGS)
+	$(LOCK_VENV)/bin/python -m uv pip install --no-cache --python $(LOCK_VENV)/bin/python $(LOCK_VENV)/torch-wheel/*.whl
+	$(LOCK_VENV)/bin/python -m uv pip install --no-cache --python $(LOCK_VENV)/bin/python -e '.[lab,test]' setuptools
+	$(LOCK_VENV)/bin/python -m uv pip freeze --python $(LOCK_VENV)/bin/python --exclude-editable > $(LOCK_VENV)/freeze.txt
+	$(PYTHON) scripts/lock.py $(LOCK_VENV)/freeze.txt --torch '$(TORCH_SPEC)'
+	rm -rf $(LOCK_VENV)
+	git diff --stat -- $(LOCK) environment.yml binder/environment.yml
+
+upgrade: lock ## make lock, then install it, refresh the nbval references, run the suite and show what moved
+	rm -f $(STAMP)
+	$(MAKE) install nbval-refs
+	$(MAKE) test
+	git diff --stat
 
 lab: $(STAMP) ## start JupyterLab on notebooks/ (on 127.0.0.1, port LAB_PORT=8888)
 	@echo "JupyterLab: http://127.0.0.1:$(LAB_PORT)/lab  (the link with its token is printed below; Ctrl-C stops it)"

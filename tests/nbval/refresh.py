@@ -7,6 +7,9 @@ must not drift (virtual-clock runs, shipped runs, arithmetic, verdicts of determ
 `pytest --nbval-lax` compares nothing else. The student notebooks stay without outputs; the tags live in their
 cell metadata, invisible in JupyterLab.
 
+The kernel shows figures and tables as what they say, not as a library's serialization (plotly's JSON, pandas'
+HTML): tests/nbval/lesson_digest.py, loaded by the kernels of both the refresh and the nbval test.
+
 Refresh after changing a lesson, and read the diff of `tests/nbval/` before committing it: a moved number is
 either the change you meant or a regression.
 """
@@ -74,10 +77,19 @@ def reference(executed: dict) -> dict:
 
 
 def refresh(name: str) -> Path:
+    import os
+
     from edit_lab.tools.notebooks import execute
+    from tests.nbval.lesson_digest import kernel_env
 
     with tempfile.TemporaryDirectory() as tmp:
-        out, seconds = execute(lesson(name), Path(tmp), parameters(name))
+        saved = dict(os.environ)
+        os.environ.update(kernel_env(Path(tmp) / "kernel"))  # papermill's kernel inherits this environment
+        try:
+            out, seconds = execute(lesson(name), Path(tmp) / "run", parameters(name))
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
         nb = reference(json.loads(out.read_text()))
     dest = HERE / f"{name}.ipynb"
     dest.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.nbval.lesson_digest import kernel_env
 from tests.nbval.refresh import CHECK_TAG, HERE, REFERENCES, lesson
 
 SANITIZE = HERE / "sanitize.cfg"
@@ -26,12 +27,14 @@ pytestmark = pytest.mark.notebooks
 
 def nbval(notebook: Path, cwd: Path, timeout_s: int = 600) -> subprocess.CompletedProcess:
     """pytest --nbval-lax on one notebook, in a pytest of its own started in `cwd` (no project conftest, no
-    xdist): what `make test` asks of every reference."""
+    xdist): what `make test` asks of every reference. Its kernel shows figures and tables as digests of what they
+    say (tests/nbval/lesson_digest.py), as the refresh's kernel did."""
     pytest.importorskip("nbval")
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--nbval-lax",
            "--nbval-current-env", f"--nbval-cell-timeout={timeout_s}", "--nbval-sanitize-with", str(SANITIZE),
            str(notebook)]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=2 * timeout_s)
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=2 * timeout_s,
+                          env=kernel_env(cwd / ".kernel"))
 
 
 def _cells(nb: dict) -> list[tuple]:
