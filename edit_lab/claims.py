@@ -286,6 +286,29 @@ def co2_counts_its_syncs(co2: Run, diloco: Run) -> Verdict:
 
 
 # ------------------------------------------------------------------------------------ what a run's clock measured
+def median_step_ms(run: Run, from_step: int | None = None) -> float:
+    """The median time of one training step (ms) over every replica's steps from `from_step` on (default: the end
+    of warm-up): what a run's compute costs on this machine, sync waits included in the steps that sync."""
+    start = run.config.warmup_steps if from_step is None else from_step
+    dt = [1e3 * m["dt"] for m in run.metrics
+          if m.get("kind") == "train" and m.get("step", -1) >= start and m.get("dt") is not None]
+    return statistics.median(dt) if dt else float("nan")
+
+
+def wall_against_blocked(a: Run, b: Run, names: tuple[str, str]) -> str:
+    """One line that sets two runs' wall time against what their sync group blocked them after warm-up, and puts the
+    rest where it belongs: a run can be blocked less and still take longer, when its steps computed slower on this
+    machine (the median step time of each says by how much). Numbers only, no verdict: the machine decides it."""
+    wa, wb = float(a.summary["wall_s"]), float(b.summary["wall_s"])
+    ba = float(replica_table(a, from_step=a.config.warmup_steps)["blocked_s"].max())
+    bb = float(replica_table(b, from_step=b.config.warmup_steps)["blocked_s"].max())
+    sa, sb = median_step_ms(a), median_step_ms(b)
+    rest = (wa - wb) - (ba - bb)
+    return (f"{names[0]} took {wa:.2f} s against {names[1]}'s {wb:.2f} s ({wa - wb:+.2f} s), blocked on the sync group "
+            f"after warm-up {ba:.2f} s against {bb:.2f} s ({ba - bb:+.2f} s): the other {rest:+.2f} s is compute, "
+            f"a median step of {sa:.1f} against {sb:.1f} ms on this machine")
+
+
 def blocked_ms_per_step(run: Run, from_step: int = 0) -> dict[int, float]:
     """{replica: ms it stood blocked on the sync group per training step} (`replica_table`)."""
     t = replica_table(run, from_step=from_step)

@@ -173,3 +173,85 @@ def exposed_parts(run: RunLike) -> dict[str, Any]:
     med = pd.DataFrame(rows).fillna(0.0).median().to_dict() if rows else {}
     return {p: float(med.get(p, 0.0)) for p in PARTS} | {
         "latencies per sync": int(pd.Series(counts).median()) if counts else 0}
+
+
+#: How `wait_parts` names what a rank's exposed `sync_reduce` time was made of.
+WAIT_PARTS = ("link ms", "peer later ms", "rest ms")
+
+
+def _wait_rows(r: Any, steps: set[int]) -> list[tuple[int, int, int, float, float, float]]:
+    """(step, rank, unit, exposed, peer later, link charge) in seconds for every `sync_reduce` at `steps`
+    (`wait_parts` says what each part is)."""
+    from .comm import LinkModel
+
+    cfg = r.config
+    link = LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s)
+    ev = [e for e in r.events if e["kind"] == "sync_reduce" and int(e["step"]) in steps]
+    issued: dict[tuple[int, Any, int], list[tuple[int, float]]] = {}
+    for e in ev:
+        issued.setdefault((int(e["step"]), e["unit"], int(e["shard"])), []).append((int(e["replica"]), float(e["t0"])))
+    out = []
+    for e in ev:
+        exposed = float((e.get("data") or {}).get("exposed") or 0.0)
+        peers = [t for rep, t in issued[(int(e["step"]), e["unit"], int(e["shard"]))] if rep != e["replica"]]
+        later = min(max(max(peers, default=float(e["t0"])) - float(e["t0"]), 0.0), exposed)
+        charged = min(link.transfer_time(int(e.get("bytes") or 0)), exposed - later)
+        out.append((int(e["step"]), int(e["rank"]), int(e["unit"] if e["unit"] is not None else -1), exposed, later,
+                    charged))
+    return out
+
+
+def wait_parts(run: RunLike) -> dict[str, float]:
+    """What a rank's exposed `sync_reduce` time of one sync is made of (ms, medians over the training syncs and the
+    ranks): the part `link_ms_per_sync` accounts for and the two it does not.
+
+    A unit's all-reduce starts only once its peer in the sync group (the same shard of the other replica) has
+    issued it too, and the simulated link charges its transfer from that moment (`comm.LinkModel`). So of a
+    unit's exposed time:
+
+    - `peer later ms`: how much later than this rank the peer issued the unit's transfer (0 when this rank was
+      the later one), at most the exposed time: arrival skew repeated unit by unit, which a core shared by
+      two ranks, or a peer still computing its previous unit, makes long;
+    - `link ms`: the link's charge for the transfer (latency + bytes / bandwidth), at most what is left;
+    - `rest ms`: what remains: the collective's own cost (gloo's reduction, a thread waking up).
+
+    Summed over the units of one sync on one rank. Without prefetch every unit's transfer is exposed in full, so
+    these add up to the whole wait; with prefetch most of each is hidden, and the parts bound what was left.
+    """
+    r = as_run(run)
+    rows: dict[tuple[int, int], list[float]] = {}
+    for step, rank, _, exposed, later, charged in _wait_rows(r, set(training_syncs(r))):
+        acc = rows.setdefault((step, rank), [0.0, 0.0, 0.0])
+        acc[0] += charged
+        acc[1] += later
+        acc[2] += exposed - later - charged
+    if not rows:
+        return {p: 0.0 for p in WAIT_PARTS}
+    per = pd.DataFrame(list(rows.values()), columns=list(WAIT_PARTS)) * 1e3
+    return {p: float(per[p].median()) for p in WAIT_PARTS}
+
+
+def unit_waits(run: RunLike, step: int, rank: int = 0) -> pd.DataFrame:
+    """`wait_parts` unit by unit for the sync at `step` on `rank` (ms): exposed, and of it how much the peer came
+    later, what the link charged, and the rest. One row per unit."""
+    rows = [(u, exposed, later, charged, exposed - later - charged)
+            for s, rk, u, exposed, later, charged in _wait_rows(as_run(run), {step}) if rk == rank]
+    t = pd.DataFrame(rows, columns=["unit", "exposed ms", *WAIT_PARTS[1::-1], WAIT_PARTS[2]]).set_index("unit")
+    return (t * 1e3).sort_index()
+
+
+def exposure_reason(run: RunLike, step: int, rank: int = 0, first: int = 2) -> str:
+    """Why a later unit (from `first` on) was exposed longer than units 0 and 1 at `step` on `rank`, from the run:
+    the most exposed later unit, how much of its wait its peer's late issue and the link explain, and the run's
+    ranks per core (`claims.timing_reason`). On the virtual clock no peer comes late by more than the schedule."""
+    from .claims import timing_reason
+
+    t = unit_waits(run, step, rank)
+    later = t[t.index >= first]
+    if later.empty:
+        return timing_reason(as_run(run))
+    u = int(later["exposed ms"].idxmax())
+    row = later.loc[u]
+    return (f"unit {u} waited {row['exposed ms']:.1f} ms, of which its peer issued the transfer {row['peer later ms']:.1f} "
+            f"ms after this rank and the link charged {row['link ms']:.1f} ms ({row['rest ms']:.1f} ms left); "
+            f"{timing_reason(as_run(run))}")

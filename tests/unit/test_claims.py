@@ -242,3 +242,19 @@ def test_a_timing_reason_names_ranks_per_core_the_steps_noise_and_the_gap(tmp_pa
     assert own.startswith("4 ranks on 4 cores (1 per rank): every rank had a core") and "turned on" not in own
     virtual = write_run(tmp_path / "v", cfg.replace(clock="virtual"), metrics=metrics)
     assert claims.timing_reason(virtual, gap=1.0).startswith("the cost model's own numbers")
+
+
+def test_wall_against_blocked_puts_the_rest_of_the_gap_on_compute():
+    from edit_lab.examples import example_runs
+
+    runs = {r.config.method: r for r in example_runs()}
+    if not {"edit", "sync"} <= set(runs):
+        pytest.skip("the example runs were never made in this checkout")
+    a, b = runs["edit"], runs["sync"]
+    line = claims.wall_against_blocked(a, b, ("EDiT", "sync"))
+    wa, wb = a.summary["wall_s"], b.summary["wall_s"]
+    ba = replica_table(a, from_step=a.config.warmup_steps)["blocked_s"].max()
+    bb = replica_table(b, from_step=b.config.warmup_steps)["blocked_s"].max()
+    assert line.startswith(f"EDiT took {wa:.2f} s against sync's {wb:.2f} s ({wa - wb:+.2f} s)")
+    assert f"the other {(wa - wb) - (ba - bb):+.2f} s is compute" in line
+    assert f"a median step of {claims.median_step_ms(a):.1f} against {claims.median_step_ms(b):.1f} ms" in line

@@ -219,3 +219,11 @@ def test_all_working_share_counts_only_time_every_replica_works(tmp_path):
         (path / name).write_text("")
     (path / "summary.json").write_text("{}")
     assert cs.all_working_share(Run(path)) == pytest.approx(2 / 5)
+
+
+def test_the_local_step_ratio_leaves_out_the_lockstep_warm_up(examples):
+    aedit = examples["aedit"]
+    s, w = cs.steps_of(aedit), aedit.config.warmup_steps
+    assert cs.local_step_ratio(aedit) == pytest.approx((s[0] - w) / (s[-1] - w))
+    assert cs.local_step_ratio(aedit) > s[0] / s[-1]  # the W shared steps pull the whole run's ratio towards 1
+    assert f"{cs.local_step_ratio(aedit):.2f}× after the W = {w} lockstep warm-up steps" in cs.fast_trains_more(aedit, 2.0).numbers

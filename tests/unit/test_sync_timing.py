@@ -127,3 +127,19 @@ def test_a_run_without_a_training_sync_gives_zeros(tmp_path):
     assert T.training_syncs(run) == [] and T.last_to_arrive(run) == {}
     assert T.per_sync_ms(run)["syncs"] == 0 and T.per_sync_group_ms(run)["syncs"] == 0
     assert T.exposed_parts(run)["latencies per sync"] == 0
+
+
+def test_wait_parts_split_the_exposed_time_into_a_late_peer_the_link_and_the_rest(fake, variant):
+    """The variant's rank 3 issues every unit 7 ms after its peer, rank 1; each unit's 8 ms waited for on the
+    2 ms + 1 MB/s link (1000 B: 3 ms). Rank 1: 7 ms peer later, 1 ms of link left, 0 rest per unit; every other
+    rank: no late peer, 3 ms link, 5 ms rest per unit. Medians over the four ranks of the one training sync."""
+    t = T.unit_waits(variant, SYNC, rank=1)
+    assert list(t.index) == [0, 1, 2]
+    assert t["exposed ms"].tolist() == ms([8.0] * 3) and t["peer later ms"].tolist() == ms([7.0] * 3)
+    assert t["link ms"].tolist() == ms([1.0] * 3) and t["rest ms"].tolist() == ms([0.0] * 3, abs=1e-9)
+    assert T.unit_waits(variant, SYNC, rank=3)["peer later ms"].tolist() == ms([0.0] * 3)
+    assert T.wait_parts(variant) == {"link ms": ms(9.0), "peer later ms": ms(0.0), "rest ms": ms(15.0)}
+    assert "unit 2 waited 8.0 ms, of which its peer issued the transfer 7.0 ms after this rank" in \
+        T.exposure_reason(variant, SYNC, rank=1)
+    # no simulated link: the whole wait beyond a late peer is the rest
+    assert T.wait_parts(fake) == {"link ms": ms(0.0), "peer later ms": ms(0.0), "rest ms": ms(24.0)}
