@@ -238,6 +238,13 @@ class RunConfig:
     penalty_stay_ratio: float = knob(1.3, "kappa_s: a flagged replica stays out while a unit of it is above kappa_s "
                                      "times its peers' median (0: no; with penalty_peers)", section=S_PENALTY,
                                      checked_by="penalty")
+    penalty_enter_ratio: float = knob(1.3, "kappa_e: a replica is newly flagged only on a unit above kappa_e times its "
+                                      "peers' median, so one in line with its peers never is (0: no such test; with "
+                                      "penalty_peers)", section=S_PENALTY, checked_by="penalty")
+    penalty_memory_threshold: float = knob(1.0, "delta_m: with fewer than 3 peers (no majority) a replica is newly "
+                                           "flagged only where its own G/k is above its own history's mean by "
+                                           "delta_m sigma (0: not asked; with penalty_peers)", section=S_PENALTY,
+                                           checked_by="penalty")
     penalty_weighting_rule: str | None = knob(
         None, "the source of a Python function fn(norms, temperature, anomalous) -> one weight per replica, run on "
         "every rank instead of the softmax weights (edit_lab.rules; None: the library's softmax_weights)",
@@ -520,6 +527,16 @@ class RunConfig:
             bad("aedit_schedule", f"the directory of a finished A-EDiT run ({e})")
         if replay.replicas != self.replicas:
             bad("aedit_schedule", f"a run of {self.replicas} replicas (that run had {replay.replicas})")
+        # the replayed steps hold only under the settings that made them: W places the anchors the meetings
+        # count from, N_min decides which meetings sync, the period is what the records say the timers were
+        try:
+            settings = ScheduleReplay.settings_of_run(self.aedit_schedule)
+        except ValueError as e:
+            bad("aedit_schedule", f"the directory of a finished A-EDiT run ({e})")
+        for name, theirs in settings.items():
+            if getattr(self, name) != theirs:
+                bad(name, f"{theirs!r}, the value of the run whose schedule aedit_schedule replays (a replay "
+                    f"under {name}={getattr(self, name)!r} would run another schedule than the one it names)")
 
     def _check_virtual(self, bad: Any) -> None:
         """What the virtual clock (edit_lab/virtual.py) does not run yet, refused naming the field."""

@@ -107,3 +107,147 @@ def decide(norms: list[list[float]], config: PenaltyConfig) -> PlaygroundResult:
         aggregate.append(agg)
         clip.append(clip_factor(agg, config.clip_norm) if config.clip else 1.0)
     return PlaygroundResult(norms, judged, weights, aggregate, clip, config)
+
+
+# ---------------------------------------------------------------- the replay set of D15 (edit-method.md §7)
+
+#: The episode shapes of the replay set. 'episode': the bad replica's norm on one unit ×f for L syncs after the
+#: detector is armed, then healthy again; 'ramp': ×1 → ×f over 10 syncs, held, then ×1 (gradual, learnt);
+#: 'before': ×f from the first sync (before arming) for 20 syncs; 'falls': ×1/f on every unit for 15 syncs (a
+#: bad replica whose norm FALLS); 'shared': every replica ×f for good (the training's weather: flags nobody).
+SHAPES = ("episode", "ramp", "before", "falls", "shared")
+REPLAY_SEEDS = {"choose": tuple(range(0, 5)), "held_out": tuple(range(5, 10))}
+
+
+@dataclass(frozen=True)
+class ReplayCase:
+    """One made-up run of the replay set: R replicas × `units` units × `syncs` syncs of G (τ local steps each,
+    5 % noise, a 1 %/sync drift every replica shares, the last sync the closing one), the last replica bad
+    from sync `start` to `end` (exclusive) by `factor` in the given `shape`. Seeded: the same case gives the
+    same norms."""
+
+    shape: str
+    replicas: int
+    factor: float
+    seed: int
+    length: int = 10  # L, the episode's syncs ('episode')
+    start: int = 10
+    syncs: int = 36
+    units: int = 3
+    tau: int = 5
+    noise: float = 0.05
+
+    @property
+    def bad(self) -> int:
+        return self.replicas - 1
+
+    @property
+    def end(self) -> int:
+        """The first sync after the episode (syncs: for good)."""
+        return {"episode": self.start + self.length, "ramp": 28, "before": 20, "falls": self.start + 15,
+                "shared": self.syncs}[self.shape]
+
+    @property
+    def onset(self) -> int:
+        return 0 if self.shape == "before" else self.start
+
+    def scale(self, r: int, u: int, i: int) -> float:
+        """The episode's factor on replica r's unit u at sync i."""
+        f, s = self.factor, self.start
+        if self.shape == "shared":
+            return f if i >= s else 1.0
+        if r != self.bad:
+            return 1.0
+        unit = self.seed % self.units  # the unit the episode strikes (every unit when the norm falls)
+        if self.shape == "episode":
+            return f if u == unit and s <= i < self.end else 1.0
+        if self.shape == "ramp":
+            return (1.0 + (f - 1.0) * min(1.0, (i - s) / 10.0)) if u == unit and s <= i < self.end else 1.0
+        if self.shape == "before":
+            return f if u == unit and i < self.end else 1.0
+        return 1.0 / f if s <= i < self.end else 1.0  # falls
+
+    def norms(self) -> list[list[list[float]]]:
+        """G[r][u][i]."""
+        rng = random.Random(f"{self.shape}/{self.replicas}/{self.factor}/{self.length}/{self.seed}")
+        return [[[(1.0 + 0.01 * i) * max(0.01, 1.0 + rng.gauss(0.0, self.noise)) * self.tau * self.scale(r, u, i)
+                  for i in range(self.syncs)] for u in range(self.units)] for r in range(self.replicas)]
+
+    def steps(self) -> list[list[int]]:
+        return [[self.tau] * self.syncs for _ in range(self.replicas)]
+
+    def closing(self) -> list[bool]:
+        return [False] * (self.syncs - 1) + [True]
+
+
+def replay_set(seeds: tuple[int, ...], replicas: tuple[int, ...] = (2, 3, 4)) -> list[ReplayCase]:
+    """Every case of the replay set for these seeds: at R = 2, 3, 4, abrupt episodes of 1, 3, 5 and 10 syncs
+    at ×1.6, ×2 and ×3, ramps, onsets before arming and falling norms at ×2 and ×3, a shared ×2 rise."""
+    cases = []
+    for seed in seeds:
+        for R in replicas:
+            for f in (1.6, 2.0, 3.0):
+                cases += [ReplayCase("episode", R, f, seed, length=L) for L in (1, 3, 5, 10)]
+            for f in (2.0, 3.0):
+                cases += [ReplayCase(shape, R, f, seed) for shape in ("ramp", "before", "falls")]
+            cases.append(ReplayCase("shared", R, 2.0, seed))
+    return cases
+
+
+@dataclass
+class ReplayScore:
+    """What a rule decided on a replay set (`score`).
+
+    `locked_out`: cases where a healthy replica is still flagged two syncs or more after the episode ended
+    (the closing sync included); `healthy_closing`: cases whose closing sync leaves a healthy replica out of
+    the final model; `healthy_flags` / `healthy_judged`: healthy replica-syncs flagged, over all;
+    `caught` / `episode_syncs`: the bad replica's syncs flagged during abrupt post-arming episodes of ×2 or
+    more; `shared_flags`: replica-syncs flagged under a shared rise."""
+
+    cases: int = 0
+    locked_out: int = 0
+    healthy_closing: int = 0
+    healthy_flags: int = 0
+    healthy_judged: int = 0
+    caught: int = 0
+    episode_syncs: int = 0
+    shared_flags: int = 0
+    by_shape: dict[str, int] = field(default_factory=dict)  # locked-out cases per shape and R, "episode R=2"
+
+    @property
+    def caught_share(self) -> float:
+        return self.caught / self.episode_syncs if self.episode_syncs else math.nan
+
+
+def flagged(config: PenaltyConfig, case: ReplayCase) -> list[list[bool]]:
+    """out[r][i]: replica r left out (of some unit) at sync i under `config`, from `penalty.replay_units`."""
+    from .penalty import replay_units
+
+    got = replay_units(config, case.norms(), case.steps(), case.closing())
+    return [[any(got[r][u][i].outlier for u in range(case.units)) for i in range(case.syncs)]
+            for r in range(case.replicas)]
+
+
+def score(config: PenaltyConfig, cases: list[ReplayCase]) -> ReplayScore:
+    """Replay every case through `config` (the engine's own `decide_sync`) and count what `ReplayScore` says."""
+    s = ReplayScore()
+    for case in cases:
+        out = flagged(config, case)
+        s.cases += 1
+        healthy = [r for r in range(case.replicas) if case.shape == "shared" or r != case.bad]
+        if case.shape == "shared":
+            s.shared_flags += sum(out[r][i] for r in healthy for i in range(case.syncs))
+            continue
+        late = range(min(case.end + 2, case.syncs - 1), case.syncs)
+        locked = any(out[r][i] for r in healthy for i in late)
+        s.locked_out += locked
+        if locked:
+            key = f"{case.shape} R={case.replicas}"
+            s.by_shape[key] = s.by_shape.get(key, 0) + 1
+        s.healthy_closing += any(out[r][-1] for r in healthy)
+        s.healthy_flags += sum(out[r][i] for r in healthy for i in range(case.syncs))
+        s.healthy_judged += len(healthy) * case.syncs
+        if case.shape == "episode" and case.factor >= 2.0 and case.onset >= config.arming:
+            s.caught += sum(out[case.bad][i] for i in range(case.onset, case.end))
+            s.episode_syncs += case.end - case.onset
+    return s

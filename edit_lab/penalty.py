@@ -111,6 +111,8 @@ class PenaltyConfig:
     weight_per_step: bool = True  # the softmax weighs G·k̄/k (`step_scaled_norms`): rounds of unequal length
     peers: bool = True  # D11: judge each replica's norm relative to its peers', the whole replica at once
     stay_ratio: float = 1.3  # κ_s: a flagged replica stays out while a unit of it is above κ_s × its peers'
+    enter_ratio: float = 1.3  # κ_e (D15): a replica is newly flagged only on a unit above κ_e × its peers' (0: no)
+    memory_threshold: float = 1.0  # δ_m (D15): with < 3 peers, also G/k > its own mean + δ_m·σ (0: not asked)
     weighting_rule: str | None = None  # a reader's rule instead of the softmax (edit_lab.rules), as source
 
     @classmethod
@@ -127,6 +129,15 @@ class PenaltyConfig:
             raise PenaltyValueError("stay_ratio", self.stay_ratio,
                                     "0 or a finite number >= 1 (κ_s: a flagged replica stays out while a unit of it "
                                     "is above κ_s times its peers' median; 0: no)")
+        if not _is_number(self.enter_ratio) or not (self.enter_ratio == 0.0 or 1.0 <= self.enter_ratio < math.inf):
+            raise PenaltyValueError("enter_ratio", self.enter_ratio,
+                                    "0 or a finite number >= 1 (κ_e: a replica is newly flagged only on a unit above "
+                                    "κ_e times its peers' median; 0: wherever its detector flags)")
+        if not _is_number(self.memory_threshold) or not 0.0 <= self.memory_threshold < math.inf:
+            raise PenaltyValueError("memory_threshold", self.memory_threshold,
+                                    "a finite number >= 0 (δ_m: with fewer than 3 peers a replica is newly flagged "
+                                    "only where its own G/k is more than δ_m σ above its own history's mean; 0: not "
+                                    "asked)")
         _check_detector_params(self.alpha, self.arming, self.threshold, self.bias_correction, self.readmit_after,
                                self.min_rel_std)
         _check_positive("temperature", self.temperature, "T of the softmax weights")
@@ -440,6 +451,19 @@ def softmax_weights(
 # endregion softmax-weights
 
 
+def excluded_from_weights(anomalous: Sequence[bool], steps: Sequence[int]) -> list[bool]:
+    """The replicas the weights leave out of one unit: the anomalous ones and those that trained no step (k = 0).
+
+    Why the second: a replica with k = 0 (A-EDiT's replica that finished early) holds θ = a, so its Δ = 0 and its
+    G = 0, and it is never flagged. Kept in the softmax, it is the smallest norm, the one the softmax shifts by:
+    a trained replica's G of 800 then gives exp(−800) = 0 (`softmax_weights([0, 800], 1, [F, F])` = [1, 0]), every
+    weight of a trained replica is 0, and the outer step runs on Nesterov's momentum alone. Left out, the trained
+    replicas share the weights among themselves. With k > 0 everywhere (EDiT) nothing changes.
+    """
+    _check_replicas(list(steps), anomalous)
+    return [bool(a) or int(k) <= 0 for a, k in zip(anomalous, steps)]
+
+
 def step_scaled_norms(norms: Sequence[float], steps: Sequence[int]) -> list[float]:
     """G_r·k̄/k_r: each replica's norm per local step, rescaled to the sync's mean round (k̄ over the replicas
     that trained), the softmax's input with `weight_per_step`.
@@ -530,7 +554,8 @@ def peer_ratios(values: Sequence[float | None]) -> list[float]:
 
     `values[r]` is replica r's norm per local step (None: it trained no step in the round). Only finite
     values are peers; q_r is NaN where x_r is None or not finite, or where no other replica has a finite
-    value (nothing to compare with), and inf where the peers' median is 0. With two replicas the median of
+    value (nothing to compare with), inf where the peers' median is 0 and x_r > 0, and NaN for 0/0 (a unit that
+    no replica moved, e.g. a frozen one: nothing stands out, so nothing may be flagged on it). With two replicas the median of
     the others is the other one: q_0 = x_0/x_1 and q_1 = x_1/x_0. A factor every replica's norm shares
     (the training's weather: a new phase, a larger learning rate) cancels out.
     """
@@ -546,7 +571,8 @@ def peer_ratios(values: Sequence[float | None]) -> list[float]:
         gone = bisect.bisect_left(ordered, x)  # drop one copy of x: the others' i-th is ordered[i or i + 1]
         other = lambda i: ordered[i] if i < gone else ordered[i + 1]  # noqa: E731
         m = other(n // 2) if n % 2 else 0.5 * (other(n // 2 - 1) + other(n // 2))
-        out.append(x / m if m > 0.0 else math.inf)
+        # 0/0 (every value 0: a frozen or unused unit) compares nothing: NaN, never inf (which flags)
+        out.append(x / m if m > 0.0 else (math.inf if x > 0.0 else math.nan))
     return out
 
 
@@ -562,7 +588,8 @@ def _judged(det: AnomalyDetector, x: float) -> tuple[bool, list[Any]]:
 
 def decide_sync(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDetector]],
                 norms: Sequence[Sequence[float]], steps: Sequence[int], judge: bool = True,
-                whole_replica: bool = True) -> list[list[Judged]]:
+                whole_replica: bool = True, memory: Sequence[Sequence[AnomalyDetector]] | None = None
+                ) -> list[list[Judged]]:
     """The anomaly decisions of one sync for every replica and unit, exactly as every rank takes them.
 
     `detectors[r][u]` is replica r's detector of unit u (every rank holds every replica's, all fed the same
@@ -596,14 +623,29 @@ def decide_sync(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDetec
     if not config.anomaly:
         return [[_unjudged(bad[r][u], 0, x[r][u], ratios[u][r]) for u in range(U)] for r in range(R)]
     if config.peers and R > 1:
-        return _decide_peers(config, detectors, x, ratios, bad, prev, whole_replica)
+        return _decide_peers(config, detectors, x, ratios, bad, prev, whole_replica, memory)
     return _decide_units(config, detectors, x, ratios)
 
 
+#: Fewer peers than this and the median of a replica's peers is no majority: one bad replica moves it (with
+#: two replicas q_0 = 1/q_1 exactly; with three the median of two is their mean), so D15 also asks the replica's
+#: own memory (`PenaltyConfig.memory_threshold`).
+MAJORITY = 3
+
+
+def needs_memory(config: PenaltyConfig, replicas: int) -> bool:
+    """Does D15 ask each replica's own history of G/k at this width (peers judged, fewer than MAJORITY peers)?"""
+    return config.anomaly and config.peers and config.memory_threshold > 0.0 and 1 < replicas <= MAJORITY
+
+
 def _decide_peers(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDetector]], x: list[list[float | None]],
-                  ratios: list[list[float]], bad: list[list[bool]], prev: list[list[int]], whole_replica: bool
-                  ) -> list[list[Judged]]:
+                  ratios: list[list[float]], bad: list[list[bool]], prev: list[list[int]], whole_replica: bool,
+                  memory: Sequence[Sequence[AnomalyDetector]] | None) -> list[list[Judged]]:
     R, U = len(x), len(x[0])
+    ask_memory = needs_memory(config, R)
+    if ask_memory and memory is None:
+        raise ValueError(f"D15 with {R} replicas asks each replica's own history of G/k: pass `memory`, one "
+                         "detector per replica and unit (PenaltyConfig.new_detector)")
     out: list[list[Judged]] = []
     for r in range(R):
         dets = detectors[r]
@@ -622,11 +664,20 @@ def _decide_peers(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDet
                 hit, numbers = _judged(dets[u], q[u])
             elif bad[r][u]:  # a non-finite norm: an outlier, its z the value itself (as `AnomalyDetector.z`)
                 hit, numbers = _judged(dets[u], math.nan)
-            else:  # no finite peer on this unit
+            else:  # no comparable peer on this unit (none finite, or 0/0)
                 hit, numbers = False, [0.0, math.inf, math.inf, math.nan, math.nan]
+            # D15: a new flag only where the replica stands above its peers (q > κ_e): one in line with them is
+            # never newly flagged, whatever its detector learnt while a peer was bad
+            enters = config.enter_ratio == 0.0 or q[u] > config.enter_ratio
             stay = config.stay_ratio > 0 and q[u] > config.stay_ratio
+            if ask_memory and not bad[r][u] and (enters or stay):
+                # no majority: q is high because this replica rose or because its peer fell; only the replica
+                # whose own G/k stands above its own history is the one that moved, to enter and to stay
+                own = memory[r][u]  # type: ignore[index]
+                moved = own.armed and own.z(float(x[r][u])) > config.memory_threshold  # type: ignore[arg-type]
+                enters, stay = enters and moved, stay and moved
             rows.append(numbers)
-            flags.append((hit or bad[r][u], stay))
+            flags.append((bad[r][u] or (hit and enters), stay))
         if whole_replica:
             was = any(prev[r])
             outlier = any(h for h, _ in flags) or (was and any(st for _, st in flags))
@@ -637,6 +688,8 @@ def _decide_peers(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDet
         for u in range(U):
             if not verdicts[u] and comparable[u] and math.isfinite(q[u]):
                 dets[u].update(q[u])
+            if ask_memory and not verdicts[u] and x[r][u] is not None and math.isfinite(x[r][u]):  # type: ignore
+                memory[r][u].update(float(x[r][u]))  # type: ignore[index, arg-type]
             streak = dets[u].count_flag(verdicts[u])
             z, thr, limit, mean, std = rows[u]
             mine.append(Judged(verdicts[u], False, q[u] if comparable[u] else x[r][u], z, thr, limit, mean, std,
@@ -685,11 +738,12 @@ def replay_units(config: PenaltyConfig, norms: Sequence[Sequence[Sequence[float]
     U = len(norms[0]) if R else 0
     n = len(norms[0][0]) if U else 0
     dets = [[config.new_detector() for _ in range(U)] for _ in range(R)]
+    memory = [[config.new_detector() for _ in range(U)] for _ in range(R)]  # D15's own history of G/k
     out: list[list[list[Judged]]] = [[[] for _ in range(U)] for _ in range(R)]
     for i in range(n):
         sync = decide_sync(config, dets, [[float(norms[r][u][i]) for u in range(U)] for r in range(R)],
                            [int(steps[r][i]) for r in range(R)], judge=not (closing and closing[i]),
-                           whole_replica=whole_replica)
+                           whole_replica=whole_replica, memory=memory)
         for r in range(R):
             for u in range(U):
                 out[r][u].append(sync[r][u])

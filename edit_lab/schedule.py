@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 def in_warmup(step: int, warmup: int) -> bool:
@@ -67,6 +68,21 @@ class ScheduleReplay:
         if not done:
             raise ValueError(f"replica {replica} never finished in it")
         return cls(meet_at=timed, stop_at=done[0], replicas=replicas)
+
+    #: The RunConfig fields a replay must share with the replayed run (RunConfig refuses another value).
+    SETTINGS = ("warmup_steps", "min_sync_steps", "sync_period")
+
+    @classmethod
+    def settings_of_run(cls, run_dir: str | Path) -> dict[str, Any]:
+        """The replayed run's values of `SETTINGS`, from its `config.json` (which every run writes)."""
+        try:
+            config = json.loads((Path(run_dir) / "config.json").read_text())
+        except OSError as e:
+            raise ValueError(f"it has no readable config.json ({e})") from e
+        missing = [k for k in cls.SETTINGS if k not in config]
+        if missing:
+            raise ValueError(f"its config.json lacks {', '.join(missing)}")
+        return {k: config[k] for k in cls.SETTINGS}
 
     def meets(self, step: int) -> bool:
         """Did this replica enter a timed meeting at the start of `step`?"""

@@ -215,8 +215,8 @@ class AEDiTMethod(EDiTMethod):
 
     # ------------------------------------------------------------ the sync: EDiT's, with round-aware weights
     @torch.no_grad()
-    def start_sync(self, step: int, judge: bool = True) -> None:
-        super().start_sync(step, judge)
+    def start_sync(self, step: int, judge: bool = True, judge_full_round: bool = False) -> None:
+        super().start_sync(step, judge, judge_full_round)
         if self.meeting is None:
             return
         k = self.meeting.since_sync

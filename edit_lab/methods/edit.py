@@ -36,7 +36,8 @@ from .. import rules
 from ..comm import Handle
 from ..exchanges import COLUMN, DECISION_FIELDS, Decision
 from ..norms import squared_norm
-from ..penalty import (AnomalyDetector, PenaltyConfig, clip_factor, decide_sync, outer_step_skipped, softmax_weights,
+from ..penalty import (AnomalyDetector, PenaltyConfig, clip_factor, decide_sync, excluded_from_weights,
+                       outer_step_skipped, softmax_weights,
                        step_scaled_norms)
 from ..schedule import is_sync_step
 from .local_sgd import LocalSGDMethod
@@ -63,6 +64,9 @@ class EDiTMethod(LocalSGDMethod):
         # every replica's detectors on every rank ([replica][unit]): all fed the same gathered numbers (D11)
         self.detectors: list[list[AnomalyDetector]] = [[self.penalty.new_detector() for _ in range(engine.n_units)]
                                                        for _ in range(self.mesh.replicas)]
+        # D15: every replica's own history of G/k, asked where there is no majority of peers (R <= 3)
+        self.memory: list[list[AnomalyDetector]] = [[self.penalty.new_detector() for _ in range(engine.n_units)]
+                                                    for _ in range(self.mesh.replicas)]
         self.peer: list[list[float]] = []  # [unit][replica]: G/k over the peers' median at the last sync
         self.closing = False  # the sync under way is the closing one of `finalize` (not judged)
         self.syncing = False
@@ -131,17 +135,22 @@ class EDiTMethod(LocalSGDMethod):
         return super().stop_here(step, spent)
 
     def finalize(self, step: int) -> None:
-        """A last sync outside any forward, so every replica ends on the same model (its round is not judged:
-        every replica keeps the verdict of its last judged sync)."""
+        """A last sync outside any forward, so every replica ends on the same model.
+
+        Its round is judged when it is a full τ round (steps − W a multiple of τ, as in the default 60/10/10
+        run, where the closing sync is the only armed one: left unjudged, that run could never flag a finite
+        norm); a shorter round is not (its norm per step is noisier): every replica keeps the verdict of its
+        last judged sync. Decided from the gathered k of every replica (a time budget stops replicas at different
+        steps), so every rank decides alike."""
         if self.outer is None or not self.final_sync_needed(step):
             return
-        self.start_sync(step, judge=False)
+        self.start_sync(step, judge=False, judge_full_round=True)
         for unit in range(self.engine.n_units):
             self.pre_unit(unit)
 
     # ------------------------------------------------------------ the sync, in stages
     @torch.no_grad()
-    def start_sync(self, step: int, judge: bool = True) -> None:
+    def start_sync(self, step: int, judge: bool = True, judge_full_round: bool = False) -> None:
         """Stages 1–2: every unit's norm, everyone's norms and steps, the anomaly decisions, the weights.
 
         The decisions are `penalty.decide_sync`'s, taken on every rank from the gathered G and k with every
@@ -174,6 +183,8 @@ class EDiTMethod(LocalSGDMethod):
         everyone = torch.zeros(R * n_units * len(DECISION_FIELDS), dtype=torch.float64, device=dev)
         self.comm.all_gather(everyone, mine, group="sync", kind="sync_decisions")
         self.decisions = everyone.reshape(R, n_units, len(DECISION_FIELDS)).cpu()
+        if not judge and judge_full_round:  # EDiT's closing sync: judged when every replica's round is a full τ
+            judge = all(int(k) == self.cfg.sync_interval for k in self.decisions[:, 0, COLUMN.steps].tolist())
         self.closing = not judge
         self.decide(judge)
         self.weights = []
@@ -182,6 +193,9 @@ class EDiTMethod(LocalSGDMethod):
             if self.penalty.weight_per_step:
                 norms = step_scaled_norms(norms, [int(k) for k in self.decisions[:, u, COLUMN.steps].tolist()])
             anomalous = [bool(x) for x in self.decisions[:, u, COLUMN.outlier].tolist()]
+            # a replica that trained no step (A-EDiT's finished one) holds Δ = 0 and stays out of the softmax:
+            # its G = 0 beside G ≳ 745·T would take every weight (exp underflows) and leave momentum alone
+            anomalous = excluded_from_weights(anomalous, [int(k) for k in self.decisions[:, u, COLUMN.steps].tolist()])
             if self.weigh is not None:
                 self.weights.append(self.weigh(norms, self.penalty.temperature, anomalous))
             else:
@@ -197,7 +211,8 @@ class EDiTMethod(LocalSGDMethod):
         d = self.decisions
         trouble = d[:, :, COLUMN.outlier].clone()  # `exclude_trouble`: 1 where a replica knows it is in trouble
         steps = [int(v) for v in d[:, 0, COLUMN.steps].tolist()]
-        verdicts = decide_sync(self.penalty, self.detectors, d[:, :, COLUMN.G].tolist(), steps, judge=judge)
+        verdicts = decide_sync(self.penalty, self.detectors, d[:, :, COLUMN.G].tolist(), steps, judge=judge,
+                               memory=self.memory)
         for r, per_unit in enumerate(verdicts):
             for u, j in enumerate(per_unit):
                 d[r, u, COLUMN.z], d[r, u, COLUMN.threshold] = j.z, j.threshold
@@ -289,7 +304,8 @@ class EDiTMethod(LocalSGDMethod):
 
     # ------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "detectors": [[d.state_dict() for d in per] for per in self.detectors]}
+        return {**super().state_dict(), "detectors": [[d.state_dict() for d in per] for per in self.detectors],
+                "memory": [[d.state_dict() for d in per] for per in self.memory]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
@@ -301,6 +317,10 @@ class EDiTMethod(LocalSGDMethod):
         # an elastic resume: the replicas both runs have keep their history; a new replica starts its own
         # (its detectors arm after E syncs, as at the start of a run); a replica gone takes its history along
         for per, states in zip(self.detectors, saved):
+            for d, s in zip(per, states):
+                d.load_state_dict(s)
+        # D15's own histories; a checkpoint from before D15 has none: they start afresh (they arm after E syncs)
+        for per, states in zip(self.memory, state.get("memory", [])):
             for d, s in zip(per, states):
                 d.load_state_dict(s)
 

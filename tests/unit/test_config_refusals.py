@@ -199,6 +199,7 @@ def _aedit_run_dir(tmp_path: Path, replicas: int = 2) -> Path:
     d = tmp_path / f"aedit-{replicas}"
     d.mkdir()
     (d / "summary.json").write_text(json.dumps({"method_info": {"meetings": meetings}}))
+    (d / "config.json").write_text(RunConfig(method="aedit", replicas=replicas, time_budget=2.0).to_json())
     return d
 
 
@@ -212,6 +213,15 @@ def test_a_replayed_aedit_schedule_is_refused_where_it_cannot_apply(tmp_path):
     assert "without a time_budget" in refusal(**{**ok, "time_budget": 0.0})
     assert "finished A-EDiT run" in refusal(**{**ok, "aedit_schedule": str(tmp_path / "missing")})
     assert "a run of 4 replicas (that run had 2)" in refusal(**{**ok, "replicas": 4})
+    # a replay under another W, N_min or period would run another schedule than the one it names: refused,
+    # naming the field and the replayed run's value
+    theirs = RunConfig()
+    for name, other in (("warmup_steps", theirs.warmup_steps + 2), ("min_sync_steps", 5),
+                        ("sync_period", theirs.sync_period * 2)):
+        why = refusal(**{**ok, name: other})
+        assert why.startswith(f"{name}={other!r} is not allowed: {getattr(theirs, name)!r}, the value of the run")
+    (Path(run) / "config.json").unlink()
+    assert "no readable config.json" in refusal(**ok)
     # what each replica replays: its timed meetings, and the step of its first meeting flagged done
     r0, r1 = ScheduleReplay.of_run(run, 0), ScheduleReplay.of_run(run, 1)
     assert (r0.meet_at, r0.stop_at, r1.meet_at, r1.stop_at) == ((5,), 9, (4, 6), 8)
