@@ -181,23 +181,21 @@ WAIT_PARTS = ("link ms", "peer later ms", "rest ms")
 
 def _wait_rows(r: Any, steps: set[int]) -> list[tuple[int, int, int, float, float, float]]:
     """(step, rank, unit, exposed, peer later, link charge) in seconds for every `sync_reduce` at `steps`
-    (`wait_parts` says what each part is)."""
+    (`wait_parts` says what each part is); exposed as `overlap.py` defines it, through `events_table`."""
     from .comm import LinkModel
 
     cfg = r.config
     link = LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s)
-    ev = [e for e in r.events if e["kind"] == "sync_reduce" and int(e["step"]) in steps]
-    issued: dict[tuple[int, Any, int], list[tuple[int, float]]] = {}
-    for e in ev:
-        issued.setdefault((int(e["step"]), e["unit"], int(e["shard"])), []).append((int(e["replica"]), float(e["t0"])))
     out = []
-    for e in ev:
-        exposed = float((e.get("data") or {}).get("exposed") or 0.0)
-        peers = [t for rep, t in issued[(int(e["step"]), e["unit"], int(e["shard"]))] if rep != e["replica"]]
-        later = min(max(max(peers, default=float(e["t0"])) - float(e["t0"]), 0.0), exposed)
-        charged = min(link.transfer_time(int(e.get("bytes") or 0)), exposed - later)
-        out.append((int(e["step"]), int(e["rank"]), int(e["unit"] if e["unit"] is not None else -1), exposed, later,
-                    charged))
+    for step in sorted(steps):
+        ev = events_table(r, steps=step, kinds=["sync_reduce"])
+        issued = {(int(e.unit), int(e.shard), int(e.replica)): float(e.t0) for e in ev.itertuples()}
+        for e in ev.itertuples():
+            peers = [t for (u, sh, rep), t in issued.items() if u == e.unit and sh == e.shard and rep != e.replica]
+            exposed = float(e.exposed)
+            later = min(max(max(peers, default=float(e.t0)) - float(e.t0), 0.0), exposed)
+            charged = min(link.transfer_time(int(e.bytes or 0)), exposed - later)
+            out.append((step, int(e.rank), int(e.unit), exposed, later, charged))
     return out
 
 
@@ -252,6 +250,6 @@ def exposure_reason(run: RunLike, step: int, rank: int = 0, first: int = 2) -> s
         return timing_reason(as_run(run))
     u = int(later["exposed ms"].idxmax())
     row = later.loc[u]
-    return (f"unit {u} waited {row['exposed ms']:.1f} ms, of which its peer issued the transfer {row['peer later ms']:.1f} "
-            f"ms after this rank and the link charged {row['link ms']:.1f} ms ({row['rest ms']:.1f} ms left); "
+    return (f"unit {u} waited {row['exposed ms']:.1f} ms: its peer issued the transfer {row['peer later ms']:.1f} ms "
+            f"after this rank, the link's charge covers {row['link ms']:.1f} ms, {row['rest ms']:.1f} ms is left; "
             f"{timing_reason(as_run(run))}")

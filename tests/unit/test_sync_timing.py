@@ -139,7 +139,7 @@ def test_wait_parts_split_the_exposed_time_into_a_late_peer_the_link_and_the_res
     assert t["link ms"].tolist() == ms([1.0] * 3) and t["rest ms"].tolist() == ms([0.0] * 3, abs=1e-9)
     assert T.unit_waits(variant, SYNC, rank=3)["peer later ms"].tolist() == ms([0.0] * 3)
     assert T.wait_parts(variant) == {"link ms": ms(9.0), "peer later ms": ms(0.0), "rest ms": ms(15.0)}
-    assert "unit 2 waited 8.0 ms, of which its peer issued the transfer 7.0 ms after this rank" in \
+    assert "unit 2 waited 8.0 ms: its peer issued the transfer 7.0 ms after this rank" in \
         T.exposure_reason(variant, SYNC, rank=1)
     # no simulated link: the whole wait beyond a late peer is the rest
     assert T.wait_parts(fake) == {"link ms": ms(0.0), "peer later ms": ms(0.0), "rest ms": ms(24.0)}
