@@ -88,7 +88,8 @@ def test_a_spike_on_one_unit_leaves_the_whole_replica_out_at_that_sync(spike_on)
     groups = _by_sync_unit(spike_on)
     syncs = sorted({s for s, _ in groups})
     assert syncs == [4, 6, 8, 10, 12, 14, 16]
-    assert [p["closing"] for p in groups[(16, 0)]] == [True] * 3 and not any(p["closing"] for p in groups[(14, 0)])
+    # 16 closes a full τ round: judged like the others (D15's note on the closing sync)
+    assert not any(p["closing"] for s in (14, 16) for p in groups[(s, 0)]) and groups[(16, 0)][0]["threshold"] is not None
     flagged = {(p["step"], p["unit"], p["replica"]) for recs in groups.values() for p in recs if p["outlier"]}
     assert flagged == {(SPIKE_SYNC, u, SPIKE_REPLICA) for u in range(3)}  # D11: the replica is judged as a whole
     for u in range(3):
@@ -228,7 +229,7 @@ def resumed_with_larger_tau(tmp_path_factory):
     times the steps, so every replica's G rises for good. The per-unit rule of D10 (`penalty_peers` off)
     judging G itself (per_step off), as the reference does; the defaults would see no change at all: G/k
     does not rise, and G over the peer's G neither (checked offline below). The syncs at steps 26, 32 and 38
-    are judged; the closing sync of `finalize` (44) is not: it keeps the last verdict (D10, D11)."""
+    are judged, and so is the closing sync of `finalize` (44), which ends a full τ round."""
     root = tmp_path_factory.mktemp("readmit")
     base = dict(method="edit", shards=1, replicas=2, warmup_steps=2, penalty_per_step=False, penalty_peers=False)
     first = launch(small(**base, steps=20, sync_interval=2, checkpoint_every=1, out=str(root / "a")))
@@ -243,7 +244,8 @@ def test_a_rise_of_every_replica_is_readmitted_at_the_kth_sync(resumed_with_larg
     assert K == 3 and not any(p["outlier"] for p in first.penalty)
     groups = _by_sync_unit(resumed)
     assert sorted({s for s, _ in groups}) == [26, 32, 38, 44]
-    assert all(p["threshold"] is None and not p["outlier"] for u in range(3) for p in groups[(44, u)])  # not judged
+    # 44 closes a full round of τ = 6: judged, as every full round's closing sync is
+    assert all(p["threshold"] is not None and not p["closing"] for u in range(3) for p in groups[(44, u)])
     readmitted_units = set()
     for unit in range(3):
         flagged = [step for step in (26, 32, 38) if all(p["outlier"] for p in groups[(step, unit)])]
@@ -362,7 +364,7 @@ def test_a_bad_replica_is_out_of_every_unit_from_the_second_sync_after_the_onset
     groups = _by_sync_unit(bad_data)
     syncs = sorted({s for s, _ in groups})
     assert syncs == [8, 12, 16, 20, 24, 28, 32, 36, 40, 44]
-    assert [groups[(s, 0)][0]["closing"] for s in syncs] == [False] * 9 + [True]
+    assert [groups[(s, 0)][0]["closing"] for s in syncs] == [False] * 10  # 44 ends a full τ round: judged
     onset = next(s for s in syncs if s > BAD_FROM)
     for (step, unit), recs in groups.items():
         bad = recs[BAD_REPLICA]
@@ -403,3 +405,66 @@ def test_exclude_trouble_leaves_the_bad_replica_out_from_the_onset_whatever_the_
     for p in run.penalty:
         out = p["replica"] == BAD_REPLICA and p["step"] > BAD_FROM
         assert p["outlier"] == out and (p["weight"] == 0.0) == out, p
+
+
+# ---------------------------------------------------------------- two replicas: a memory, not a majority (D15)
+
+
+def _pair_cfg(out, **kw):
+    """The capstone's run on 1 × 2 (nano, τ 4, W 4, 44 steps, random pauses): two ranks. With two replicas q_0 = 1/q_1, so only each replica's own memory of G/k says which one moved."""
+    from edit_lab.capstone import base_config
+
+    return base_config().replace(replicas=2, threads=1, out=str(out), **kw)
+
+
+@pytest.fixture(scope="module")
+def pair_bad_data(tmp_path_factory):
+    return launch(_pair_cfg(tmp_path_factory.mktemp("pair_bad") / "run", corrupt_replica=1,
+                            corrupt_from_step=BAD_FROM, corrupt_mode="random"))
+
+
+@pytest.fixture(scope="module")
+def pair_spike(tmp_path_factory):
+    return launch(_pair_cfg(tmp_path_factory.mktemp("pair_spike") / "run", spike_replica=1, spike_step=27,
+                            spike_scale=10.0, spike_units=SPIKE_UNITS))
+
+
+def _replayed(run):
+    """The verdicts `penalty.replay_units` predicts from the run's own recorded norms, [r][u][sync]."""
+    from edit_lab.penalty import PenaltyConfig, replay_units
+
+    groups = _by_sync_unit(run)
+    syncs = sorted({s for s, _ in groups})
+    R, U = run.config.replicas, 3
+    norms = [[[groups[(s, u)][r]["G"] for s in syncs] for u in range(U)] for r in range(R)]
+    steps = [[groups[(s, 0)][r]["steps"] for s in syncs] for r in range(R)]
+    closing = [groups[(s, 0)][0]["closing"] for s in syncs]
+    return groups, syncs, replay_units(PenaltyConfig.of(run.config), norms, steps, closing)
+
+
+@pytest.mark.parametrize("which", ["pair_bad_data", "pair_spike"])
+def test_a_1x2_run_takes_the_verdicts_the_replay_predicts_and_ends_with_the_healthy_replica(which, request):
+    run = request.getfixturevalue(which)
+    groups, syncs, got = _replayed(run)
+    assert syncs == [8, 12, 16, 20, 24, 28, 32, 36, 40, 44]
+    # the closing sync (44) ends a full τ round: judged like the others
+    assert not any(groups[(44, u)][0]["closing"] for u in range(3)) and groups[(44, 0)][0]["threshold"] is not None
+    for r in range(2):
+        for u in range(3):
+            recs = [groups[(s, u)][r] for s in syncs]
+            assert [j.outlier for j in got[r][u]] == [p["outlier"] for p in recs], (which, r, u)
+            assert [j.peer for j in got[r][u]] == pytest.approx([p["peer"] for p in recs], rel=1e-12)
+    bad, healthy = 1, 0
+    # the healthy replica is never left out, and the final model holds it in every unit
+    assert not any(p["outlier"] for p in run.penalty if p["replica"] == healthy)
+    assert all(groups[(44, u)][healthy]["weight"] > 0.0 for u in range(3))
+    out = [s for s in syncs if groups[(s, 0)][bad]["outlier"]]
+    if which == "pair_spike":  # out at the sync after its spike (28) and back at the next one
+        assert out == [28]
+        assert groups[(28, SPIKE_UNITS[0])][bad]["peer"] > 5.0
+    else:
+        # fed random bytes from step 24: its norm per step stands 1.3–1.8 × its peer's, but its own G/k never
+        # rises δ_m σ above its own memory, so at two replicas D15 does not tell it apart (the replay says so
+        # too) and keeps both: a limit, measured, of a rule that will not blame a replica it cannot single out
+        assert out == []
+        assert max(groups[(s, u)][bad]["peer"] for s in syncs[6:] for u in range(3)) > 1.3
