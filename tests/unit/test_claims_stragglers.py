@@ -227,3 +227,6 @@ def test_the_local_step_ratio_leaves_out_the_lockstep_warm_up(examples):
     assert cs.local_step_ratio(aedit) == pytest.approx((s[0] - w) / (s[-1] - w))
     assert cs.local_step_ratio(aedit) > s[0] / s[-1]  # the W shared steps pull the whole run's ratio towards 1
     assert f"{cs.local_step_ratio(aedit):.2f}× after the W = {w} lockstep warm-up steps" in cs.fast_trains_more(aedit, 2.0).numbers
+    paces = cs.own_paces(aedit)
+    assert cs.pace_ratio(aedit) == pytest.approx(paces[0] / paces[-1]) and 1 < cs.pace_ratio(aedit) < 2.0
+    assert f"their own paces {cs.pace_ratio(aedit):.2f}× apart" in cs.fast_trains_more(aedit, 2.0).numbers
