@@ -52,7 +52,12 @@ INSTALLER ?= uv
 TORCH_WHEEL_DIR = $(VENV)/torch-wheel
 UV = $(PY) -m uv pip install --no-cache --compile-bytecode --python $(PY)
 
-$(STAMP): pyproject.toml $(LOCK)
+# JupyterLab's settings the lab pins (binder/jupyterlab-overrides.json; Binder's postBuild installs the same file):
+# widget messages on the kernel's main shell, where the notebook's interrupt reaches a panel's run
+# (tests/ui/test_subshells.py).
+LAB_OVERRIDES = $(VENV)/share/jupyter/lab/settings/overrides.json
+
+$(STAMP): pyproject.toml $(LOCK) binder/jupyterlab-overrides.json
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 ifeq ($(INSTALLER),pip)
 	$(PY) -m pip install '$(TORCH_SPEC)' $(TORCH_PIP_ARGS)
@@ -67,6 +72,8 @@ else
 	$(UV) --no-deps --no-build-isolation -e .
 	rm -rf $(TORCH_WHEEL_DIR)
 endif
+	mkdir -p $(dir $(LAB_OVERRIDES))
+	cp binder/jupyterlab-overrides.json $(LAB_OVERRIDES)
 	@touch $(STAMP)
 
 install: $(STAMP) ## create the venv and install edit_lab with the lab and test extras

@@ -12,6 +12,7 @@ them, which was most of the test's time.
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import os
 import re
 import shutil
@@ -98,6 +99,9 @@ def test_postbuild_in_a_fresh_venv(tmp_path):
     added = {re.sub(r"[-_.]+", "-", n.rsplit("-", 1)[0]).lower() for n in installed[-1].split()} if installed else set()
     assert added - {"setuptools"} == {"edit-lab"}, \
         f"postBuild installed more than the lab: binder/environment.yml lacks what it added:\n{installed}"
+    # and pinned JupyterLab's settings where the server reads them (tests/ui/test_subshells.py says why)
+    overrides = venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    assert json.loads(overrides.read_text()) == json.loads((ROOT / "binder" / "jupyterlab-overrides.json").read_text())
     out = subprocess.run([str(py), "-c", "import edit_lab, ipywidgets, plotly.graph_objects as go, torch, jupyterlab;"
                           "from edit_lab.widgets import StragglerLab; StragglerLab();"
                           "print(torch.__version__, ipywidgets.__version__, torch.__file__)"],

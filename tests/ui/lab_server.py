@@ -63,7 +63,12 @@ def describe(procs: list[psutil.Process]) -> str:
 class LabServer:
     """`jupyter lab` on 127.0.0.1 with a token, serving `root_dir`; use `start()` then `stop()`."""
 
-    def __init__(self, root_dir: Path, scratch: Path, startup_timeout_s: float = 120.0) -> None:
+    def __init__(self, root_dir: Path, scratch: Path, startup_timeout_s: float = 120.0,
+                 settings: dict[str, dict] | None = None) -> None:
+        """`settings`: JupyterLab user settings on top of LAB_SETTINGS ({plugin file: {key: value}})."""
+        self.settings = {k: dict(v) for k, v in LAB_SETTINGS.items()}
+        for rel, values in (settings or {}).items():
+            self.settings.setdefault(rel, {}).update(values)
         self.root_dir = Path(root_dir)
         self.scratch = Path(scratch)
         self.startup_timeout_s = startup_timeout_s
@@ -91,7 +96,7 @@ class LabServer:
         for d in dirs.values():
             d.mkdir(parents=True, exist_ok=True)
         settings = dirs["JUPYTER_CONFIG_DIR"] / "lab" / "user-settings"
-        for rel, values in LAB_SETTINGS.items():
+        for rel, values in self.settings.items():
             path = settings / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(values))

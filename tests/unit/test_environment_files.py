@@ -198,3 +198,16 @@ def test_make_installs_torch_then_the_lock_then_the_project() -> None:
     # pip compiles bytecode when it installs, uv only when asked: without it, a machine where Python may not write
     # .pyc files (PYTHONDONTWRITEBYTECODE) compiles torch in every process it starts
     assert "--compile-bytecode" in re.search(r"^UV = (.*)$", (ROOT / "Makefile").read_text(), re.M).group(1)
+
+
+def test_the_lab_pins_widget_comms_to_the_main_shell() -> None:
+    """JupyterLab >= 4.4 may send widget messages to kernel subshells, off the thread the notebook's interrupt
+    reaches (tests/ui/test_subshells.py): `make install` and Binder's postBuild install the pinned setting."""
+    import json
+
+    pinned = json.loads((ROOT / "binder" / "jupyterlab-overrides.json").read_text())
+    assert pinned["@jupyterlab/apputils-extension:kernels-settings"]["commsOverSubshells"] == "disabled"
+    _, recipe = make_recipe("$(STAMP)")
+    assert any("cp binder/jupyterlab-overrides.json $(LAB_OVERRIDES)" in line for line in recipe), recipe
+    assert "share/jupyter/lab/settings/overrides.json" in (ROOT / "Makefile").read_text()
+    assert "cp binder/jupyterlab-overrides.json" in (ROOT / "binder" / "postBuild").read_text()
