@@ -138,6 +138,10 @@ def test_runs_under_papermill(nb, tmp_path):
     assert not crosses, crosses
     # as shipped, no answer is written: every check of the score says "not answered yet" (issue 25)
     assert not shipped_problems(data, nb.name), shipped_problems(data, nb.name)
+    # no output names a path of the machine it ran on (issue 40): the checkout's or the run's working directory
+    printed = json.dumps([c.get("outputs", []) for c in data["cells"] if c["cell_type"] == "code"])
+    leaked = [str(p) for p in (ROOT, tmp_path) if str(p) in printed]
+    assert not leaked, f"{nb.name} prints paths of this machine: {leaked}"
 
 
 LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|href=\"([^\"]+)\"")
