@@ -296,7 +296,8 @@ def median_step_ms(run: Run, from_step: int | None = None) -> float:
 
 
 def wall_against_blocked(a: Run, b: Run, names: tuple[str, str]) -> str:
-    """One line that sets two runs' wall time against what their sync group blocked them after warm-up, and puts the
+    """One line that sets two runs' wall time against what their sync group blocked them after warm-up (the most
+    blocked replica of each: the run ends when it does), and puts the
     rest where it belongs: a run can be blocked less and still take longer, when its steps computed slower on this
     machine (the median step time of each says by how much). Numbers only, no verdict: the machine decides it."""
     wa, wb = float(a.summary["wall_s"]), float(b.summary["wall_s"])
@@ -304,8 +305,9 @@ def wall_against_blocked(a: Run, b: Run, names: tuple[str, str]) -> str:
     bb = float(replica_table(b, from_step=b.config.warmup_steps)["blocked_s"].max())
     sa, sb = median_step_ms(a), median_step_ms(b)
     rest = (wa - wb) - (ba - bb)
-    return (f"{names[0]} took {wa:.2f} s against {names[1]}'s {wb:.2f} s ({wa - wb:+.2f} s), blocked on the sync group "
-            f"after warm-up {ba:.2f} s against {bb:.2f} s ({ba - bb:+.2f} s): the other {rest:+.2f} s is compute, "
+    return (f"{names[0]} took {wa:.2f} s against {names[1]}'s {wb:.2f} s ({wa - wb:+.2f} s), its most blocked replica "
+            f"stood blocked on the sync group after warm-up {ba:.2f} s against {bb:.2f} s ({ba - bb:+.2f} s): the other "
+            f"{rest:+.2f} s is compute, "
             f"a median step of {sa:.1f} against {sb:.1f} ms on this machine")
 
 
