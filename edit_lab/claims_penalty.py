@@ -5,7 +5,9 @@ bad replica stayed out, what the closing sync let in, what the penalty did to th
 of these functions of the run's `penalty.jsonl` and losses, so the text stays true whatever the anomaly
 rule decides: the rule changes the numbers, the functions report them. The claims print a verdict
 (`edit_lab.verdict`); the descriptions that are no claim (the weights at the closing sync, the flags a
-capstone run recorded) return a sentence.
+capstone run recorded) return a sentence. Why a verdict went the way it did is the replay of the run's own norms
+through the rule (`decisions`: the peer ratio q, the detector's z, the replica's own memory under D15, and the
+reason, entering, staying, whole replica, memory, κ_e), so a ✗ names what the run measured.
 
 None of this is a timing: the decisions of a run depend on its seed and settings only.
 """
@@ -51,9 +53,10 @@ def healthy_never_flagged(run: Run, healthy: Iterable[int]) -> Verdict:
     at = sorted(set(mine.loc[mine["outlier"], "step"]))
     who = ", ".join(map(str, healthy))
     many = len(healthy) > 1
+    first = int(mine.loc[mine["outlier"], "replica"].iloc[0]) if n else None
     return verdict(f"the healthy replica{'s' if many else ''} {who} {'were' if many else 'was'} never flagged", n == 0,
                    f"{n} of {len(mine)} (sync, unit) records flagged" + (f", at steps {at}" if at else ""),
-                   why_not="a healthy norm rose far enough above its own history (δ·ε = 45 % with the defaults)")
+                   why_not=_computed(run, lambda: f"replica {first}: " + why_flagged(run, first)) if n else "")
 
 
 def spike_caught(run: Run, replica: int, spike_step: int) -> Verdict:
@@ -139,7 +142,7 @@ def caught(run: Run, replica: int, from_step: int, min_judged: int = MIN_JUDGED_
     numbers = (f"flagged in {len(units)} of {all_units} units (units {', '.join(map(str, units))}), first at step "
                f"{first}" if units else f"flagged in none of {all_units} units over {n} judged syncs")
     return verdict(f"the detector catches replica {replica}", bool(units), numbers,
-                   why_not="its norm never rose 45 % above its own history: the detector learnt the slow drift")
+                   why_not="" if units else _computed(run, lambda: why_not_caught(run, replica, from_step)))
 
 
 def stays_out(run: Run, replica: int, from_step: int) -> Verdict | None:
@@ -158,8 +161,7 @@ def stays_out(run: Run, replica: int, from_step: int) -> Verdict | None:
                + (f"; let back in units {released}" if released else "")
                + (f" (re-admitted in units {readmitted})" if readmitted else ""))
     return verdict(f"once caught, replica {replica} stays flagged until the last judged sync", not released, numbers,
-                   why_not="its norm slipped back under μ̂·(1 + δ·ε), or it was re-admitted as in line with its "
-                           "peers")
+                   why_not=_computed(run, lambda: why_released(run, replica, from_step)) if released else "")
 
 
 def closing_sync(run: Run, replica: int) -> str:
@@ -306,3 +308,217 @@ def bad_data_witnesses(run: Run, replica: int, last: int = 8) -> tuple[Verdict, 
     named = mine > top
     return v, (f"the flags table: replica {replica} flagged {mine} times, the others at most {top}: the flags "
                f"{'named it too' if named else 'would not have named it'}")
+
+
+# ------------------------------------------------------------------------------------ why each verdict (D15)
+#: The short reasons of `decisions`, one per (sync, unit, replica) record. A flagged replica is out of every unit
+#: (whole replica); the reason says which test put it there, or that another unit did.
+ENTERS, STAYS, WHOLE, NONFINITE = "enters", "stays", "whole replica", "non-finite norm"
+IN_LINE, BELOW_ENTRY, MEMORY, BACK, UNARMED = "z ≤ δ·f", "q ≤ κ_e", "memory", "back", "not armed"
+
+
+def decisions(run: Run) -> pd.DataFrame:
+    """Every recorded penalty decision with the reason for it, from the replay of the run's own norms.
+
+    The run's recorded G and local steps go through `penalty.decide_sync` sync by sync with fresh detectors, as
+    `EDiTMethod.start_sync` takes them (the replay is the engine's decisions: tests/distributed); before each sync
+    the replay reads what the record does not hold: whether each detector was armed, and under D15 with fewer
+    than 3 peers (`penalty.needs_memory`) how many σ each replica's own G/k stood above its memory (`own_z`,
+    `EDiTMethod.memory`). One row per (step, unit, replica): G, `q` (G/k over the median of the peers' G/k),
+    the detector's z and threshold δ·f, own_z (NaN where the memory is not asked), `outlier` as recorded,
+    `replayed` (the replay's verdict agrees), the weight, and `reason`:
+
+    - flagged: `enters` (z > δ·f and q > κ_e, and with < 3 peers own z > δ_m: a new flag), `stays` (flagged at
+      its last judged sync and q > κ_s, with < 3 peers own z > δ_m), `whole replica` (out because another unit
+      of it entered or stayed), `non-finite norm`;
+    - admitted: `back` (flagged at its last judged sync, no unit stays), `memory` (z > δ·f and q > κ_e, but its
+      own G/k within δ_m σ of its memory: not the one that moved), `q ≤ κ_e` (its detector flags, its peers do
+      not make it stand out), `z ≤ δ·f`, `not armed`;
+    - the rest, said as it is: the closing sync not judged, a replica that trained no step, the anomaly filter
+      off, the per-unit rule (peers off or one replica: `z > δ·f` or `re-admitted`).
+    """
+    from .penalty import PenaltyConfig, decide_sync, needs_memory
+
+    pt = penalty_table(run)
+    cols = ["step", "unit", "replica", "G", "q", "z", "threshold", "own_z", "outlier", "replayed", "weight", "reason"]
+    if pt.empty:
+        return pd.DataFrame(columns=cols)
+    cfg = PenaltyConfig.of(run.config)
+    R, U = int(pt["replica"].max()) + 1, int(pt["unit"].max()) + 1
+    dets = [[cfg.new_detector() for _ in range(U)] for _ in range(R)]
+    memory = [[cfg.new_detector() for _ in range(U)] for _ in range(R)]
+    peers = cfg.anomaly and cfg.peers and R > 1
+    ask = needs_memory(cfg, R)
+    rows = []
+    for step, at in pt.groupby("step", sort=True):
+        rec = {(int(p.unit), int(p.replica)): p for p in at.itertuples()}
+        norms = [[float(rec[(u, r)].G) for u in range(U)] for r in range(R)]
+        k = [int(rec[(0, r)].steps) if rec[(0, r)].steps == rec[(0, r)].steps else run.config.sync_interval
+             for r in range(R)]
+        closing = bool(at["closing"].any())
+        x = [[cfg.judged_norm(norms[r][u], k[r]) for u in range(U)] for r in range(R)]
+        own = [[memory[r][u].z(x[r][u]) if ask and memory[r][u].armed and x[r][u] is not None
+                and math.isfinite(x[r][u]) else math.nan for u in range(U)] for r in range(R)]
+        was = [any(d.streak > 0 for d in dets[r]) for r in range(R)]
+        got = decide_sync(cfg, dets, norms, k, judge=not closing, memory=memory)
+        for r in range(R):
+            units = []  # per unit: (enters, stays, non-finite, detector flags, q > κ_e, moved)
+            for u in range(U):
+                j = got[r][u]
+                bad = x[r][u] is not None and not math.isfinite(x[r][u])
+                hit = math.isfinite(j.z) and j.z > j.threshold
+                above = cfg.enter_ratio == 0.0 or j.peer > cfg.enter_ratio
+                moved = not ask or own[r][u] > cfg.memory_threshold
+                units.append((bad or (hit and above and moved),
+                              was[r] and cfg.stay_ratio > 0 and j.peer > cfg.stay_ratio and moved, bad, hit, above,
+                              moved))
+            why_out = [u for u, c in enumerate(units) if c[0] or c[1]]
+            for u in range(U):
+                j, p = got[r][u], rec[(u, r)]
+                enters, stays, bad, hit, above, moved = units[u]
+                if closing:
+                    reason = "closing sync, not judged"
+                elif x[r][u] is None:
+                    reason = "trained no step"
+                elif not cfg.anomaly:
+                    reason = "anomaly filter off"
+                elif not peers:
+                    reason = "re-admitted" if j.readmitted else "z > δ·f" if j.outlier else UNARMED if not \
+                        dets[r][u].armed else IN_LINE
+                elif j.outlier:
+                    reason = (NONFINITE if bad else STAYS if was[r] and stays else ENTERS if enters else
+                              f"{WHOLE} (unit{'s' if len(why_out) > 1 else ''} {', '.join(map(str, why_out))})")
+                elif was[r]:
+                    reason = BACK
+                elif j.threshold == math.inf and not math.isfinite(j.z if j.z == j.z else 0.0):
+                    reason = UNARMED
+                elif hit and above and not moved:
+                    reason = MEMORY
+                elif hit:
+                    reason = BELOW_ENTRY
+                elif j.threshold == math.inf:
+                    reason = UNARMED
+                else:
+                    reason = IN_LINE
+                rows.append({"step": int(step), "unit": u, "replica": r, "G": norms[r][u], "q": j.peer, "z": j.z,
+                             "threshold": j.threshold, "own_z": own[r][u], "outlier": bool(p.outlier),
+                             "replayed": bool(j.outlier) == bool(p.outlier), "weight": float(p.weight),
+                             "reason": reason})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def replica_reasons(run: Run, replica: int, after: int = -1) -> pd.DataFrame:
+    """One row per sync after `after` for `replica`: q over its units (lowest–highest), its largest own z (the
+    memory, where asked), flagged or not, and the verdict's reason in words (`decisions`), which a student reads
+    against the rule: which unit entered or stayed, or what kept it in."""
+    d = decisions(run)
+    d = d[(d["replica"] == replica) & (d["step"] > after)]
+    cfg = run.config
+    kappa_e, kappa_s, delta_m = cfg.penalty_enter_ratio, cfg.penalty_stay_ratio, cfg.penalty_memory_threshold
+    out = []
+    for step, at in d.groupby("step", sort=True):
+        reasons = list(at["reason"])
+        units = lambda name: ", ".join(str(u) for u, why in zip(at["unit"], reasons) if why == name)  # noqa: E731
+        mem = " and own G/k > δ_m σ above its memory" if at["own_z"].notna().any() else ""
+        if at["outlier"].any():
+            if units(ENTERS):
+                why = f"enters on unit(s) {units(ENTERS)}: z > δ·f, q > κ_e {kappa_e:g}{mem}; out of every unit"
+            elif units(STAYS):
+                why = f"stays: q > κ_s {kappa_s:g} on unit(s) {units(STAYS)}{mem}; out of every unit"
+            else:
+                why = reasons[0]
+        elif BACK in reasons:
+            why = f"back: no unit stays (q ≤ κ_s {kappa_s:g}{' or own z ≤ δ_m' if mem else ''})"
+        elif units(MEMORY):
+            why = (f"in: unit(s) {units(MEMORY)} stand above κ_e, but its own G/k is within δ_m {delta_m:g} σ of its "
+                   f"memory (not the one that moved)")
+        elif units(BELOW_ENTRY):
+            why = f"in: its detector flags unit(s) {units(BELOW_ENTRY)}, but q ≤ κ_e {kappa_e:g} (in line with its peers)"
+        else:
+            why = f"in: {max(set(reasons), key=reasons.count)}"
+        q = at["q"]
+        lo, hi = f"{q.min():.3g}", f"{q.max():.3g}"
+        out.append({"step": int(step), "q": ("–" if not q.notna().any() else lo if lo == hi else f"{lo}–{hi}"),
+                    "own z (max)": round(float(at["own_z"].max()), 2) if at["own_z"].notna().any() else math.nan,
+                    "flagged": bool(at["outlier"].any()), "reason": why})
+    return pd.DataFrame(out, columns=["step", "q", "own z (max)", "flagged", "reason"])
+
+
+def why_flagged(run: Run, replica: int, after: int = -1) -> str:
+    """The reason `replica` was first flagged after step `after`, in words (no flag: says so)."""
+    r = replica_reasons(run, replica, after)
+    hit = r[r["flagged"]]
+    return (f"at step {int(hit['step'].iloc[0])} (q {hit['q'].iloc[0]}) it {hit['reason'].iloc[0]}" if not hit.empty
+            else f"replica {replica} was never flagged")
+
+
+def why_released(run: Run, replica: int, after: int) -> str:
+    """Why a flagged `replica` was let back in after `after`: the reason at the first sync it was admitted after a
+    flag (`replica_reasons`)."""
+    r = replica_reasons(run, replica, after)
+    flagged = list(r["flagged"])
+    for i in range(1, len(flagged)):
+        if flagged[i - 1] and not flagged[i]:
+            return f"at step {int(r['step'].iloc[i])} (q {r['q'].iloc[i]}) {r['reason'].iloc[i]}"
+    return "it was let back in on some unit only (the per-unit rule)"
+
+
+def _computed(run: Run, reason) -> str:
+    """A verdict's reason from the replay of the run's norms (`decisions`), or, where the run's records are not
+    what the replay decides (recorded under another rule), that."""
+    d = decisions(run)
+    if not d.empty and not d["replayed"].all():
+        return ("the recorded flags are not what the replay of the run's norms decides (recorded under another "
+                "rule, or records edited)")
+    return reason()
+
+
+def why_not_caught(run: Run, replica: int, after: int) -> str:
+    """Why `replica` was never flagged after `after`, from the reasons of its records: the memory (with fewer than 3
+    peers), its q under κ_e, or its detector's z under δ·f."""
+    d = decisions(run)
+    d = d[(d["replica"] == replica) & (d["step"] > after)]
+    if d.empty:
+        return SHORT
+    cfg = run.config
+    if (d["reason"] == MEMORY).any():
+        return (f"its q rose above κ_e {cfg.penalty_enter_ratio:g} (up to {d['q'].max():.2f}) and its detector's z "
+                f"above δ·f, but its own G/k never stood δ_m {cfg.penalty_memory_threshold:g} σ above its memory (own "
+                f"z at most {d['own_z'].max():.2f}): with two or three replicas D15 blames no replica whose own norm "
+                f"did not rise")
+    if (d["reason"] == BELOW_ENTRY).any():
+        return f"its q stayed at most {d['q'].max():.2f}, not above κ_e {cfg.penalty_enter_ratio:g}"
+    return (f"its detector's z stayed under δ·f (q at most {d['q'].max():.2f}): the detector learnt the slow "
+            f"drift of its q")
+
+
+def two_replicas(run: Run, bad: int, after: int) -> tuple[Verdict | None, str]:
+    """With two replicas the median of the peers is the other replica: q₀ = x₀/x₁ = 1/q₁ at every sync, so the peer
+    ratios cannot say which replica moved; the memory can (D15). The verdict checks q₀·q₁ = 1 on every judged
+    (sync, unit); the sentence says what each replica's own memory said after `after` (largest own z against δ_m).
+    (None, a sentence) with more than two replicas: there the peers' median is a majority's."""
+    d = decisions(run)
+    R = int(d["replica"].max()) + 1 if not d.empty else 0
+    if R != 2:
+        return None, (f"with {R} replicas the median of a replica's peers is the median of {R - 1} others: one bad "
+                      f"replica does not move it" if R > 3 else f"{R} replica(s): no pair to compare")
+    d = d[d["q"].notna() & (d["q"] > 0) & d["q"].apply(math.isfinite)]
+    both = d.pivot_table(index=["step", "unit"], columns="replica", values="q").dropna()
+    dev = float((both[0] * both[1] - 1.0).abs().max()) if not both.empty else math.nan
+    v = verdict("with two replicas the peer ratios are reciprocal, q₀·q₁ = 1: they cannot say which replica moved",
+                dev < 1e-9, f"largest |q₀·q₁ − 1| {dev:.1e} over {len(both)} (sync, unit) pairs",
+                why_not="a replica trained no step in some round, or its norm was not finite")
+    late = decisions(run)
+    late = late[late["step"] > after]
+    healthy = 1 - bad
+    own = late.groupby("replica")["own_z"].max()
+    qmax = late.groupby("replica")["q"].max()
+    delta_m = run.config.penalty_memory_threshold
+    if own.isna().all():
+        return v, "the memory was not asked (δ_m = 0, or the anomaly filter off)"
+    named = own.get(bad, math.nan) > delta_m
+    return v, (f"after step {after}: replica {bad}'s q up to {qmax.get(bad, math.nan):.2f}, replica {healthy}'s up to "
+               f"{qmax.get(healthy, math.nan):.2f}; replica {bad}'s own G/k stood up to {own.get(bad, math.nan):.2f} σ "
+               f"above its memory, replica {healthy}'s up to {own.get(healthy, math.nan):.2f} σ (δ_m = {delta_m:g}): "
+               + (f"the memory names replica {bad}" if named else
+                  f"the memory names neither, so neither is flagged"))

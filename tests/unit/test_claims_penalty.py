@@ -176,3 +176,100 @@ def test_the_paper_box_labels_whose_numbers_each_row_holds(tmp_path):
                                     "flagged in 3 of 8 records over 1 seeds; final val loss with the penalty 2.900",
                                     "flagged in 1 of 20 records"]
     assert cp.paper_box(on, off, bad_on, bad_off, 13, 13, tmp_path / "none.json").iloc[2, 0] == "not in this checkout"
+
+
+# ---------------------------------------------------------------- why each verdict: the replay of the run's norms (D15)
+
+
+def replayed_run(path: Path, norms, replicas: int = 2, **penalty) -> Run:
+    """An EDiT run whose penalty.jsonl is what the library decides on `norms[r][u][i]` (G of replica r, unit u at
+    sync i; τ = 2 local steps each, syncs at steps 6, 8, …; the last one a full round, judged)."""
+    from edit_lab.penalty import PenaltyConfig, replay_units
+
+    path.mkdir(parents=True)
+    n = len(norms[0][0])
+    cfg = RunConfig(method="edit", shards=1, replicas=replicas, steps=4 + 2 * n, warmup_steps=4, sync_interval=2,
+                    model="nano", **{f"penalty_{k}": v for k, v in penalty.items()})
+    (path / "config.json").write_text(cfg.to_json())
+    got = replay_units(PenaltyConfig.of(cfg), norms, [[2] * n for _ in range(replicas)])
+    rows = []
+    for i in range(n):
+        for u in range(len(norms[0])):
+            out = [got[r][u][i].outlier for r in range(replicas)]
+            w = softmax_weights([norms[r][u][i] for r in range(replicas)], 1.0, out)
+            for r in range(replicas):
+                j = got[r][u][i]
+                rows.append({"kind": "penalty", "step": 6 + 2 * i, "unit": u, "replica": r, "G": norms[r][u][i],
+                             "z": j.z, "threshold": j.threshold, "outlier": j.outlier, "readmitted": j.readmitted,
+                             "steps": 2, "weight": w[r], "clip": 1.0, "skipped": False, "peer": j.peer,
+                             "closing": False})
+    (path / "penalty.jsonl").write_text("".join(json.dumps(p) + "\n" for p in rows))
+    (path / "metrics.jsonl").write_text("")
+    (path / "summary.json").write_text(json.dumps({"final_val_loss": 3.0}))
+    return Run(path)
+
+
+def _series(n=14, at=7, factor=1.0, units=(0, 1), replicas=2, bad=1):
+    """G 0.5 everywhere; replica `bad`'s G times `factor` on `units` from sync `at` on."""
+    return [[[0.5 * (factor if r == bad and u in units and i >= at else 1.0) for i in range(n)] for u in range(2)]
+            for r in range(replicas)]
+
+
+def test_a_rise_on_one_unit_enters_there_and_takes_the_whole_replica_out(tmp_path, capsys):
+    run = replayed_run(tmp_path / "a", _series(factor=2.0, units=(1,)))
+    d = cp.decisions(run).set_index(["step", "unit", "replica"])
+    assert d["replayed"].all()
+    # sync 7 is step 20: unit 1 of replica 1 enters (z > δ·f, q 2 > κ_e, its own G/k 6.7 σ above its memory)
+    assert d.loc[(20, 1, 1), "reason"] == cp.ENTERS and d.loc[(20, 1, 1), "q"] == pytest.approx(2.0)
+    assert d.loc[(20, 1, 1), "own_z"] == pytest.approx(0.5 / 0.075, rel=1e-6)
+    assert d.loc[(20, 0, 1), "reason"] == "whole replica (unit 1)" and d.loc[(20, 0, 1), "outlier"]
+    assert d.loc[(22, 1, 1), "reason"] == cp.STAYS
+    assert set(d.xs(0, level="replica")["reason"]) <= {cp.IN_LINE, cp.UNARMED}
+    r = cp.replica_reasons(run, 1, after=18)
+    assert list(r["flagged"]) == [True] * 7
+    assert r["reason"].iloc[0].startswith("enters on unit(s) 1: z > δ·f, q > κ_e 1.3 and own G/k")
+    assert r["reason"].iloc[1].startswith("stays: q > κ_s 1.3 on unit(s) 1")
+    v, said = cp.two_replicas(run, bad=1, after=19)
+    assert v.ok and "the memory names replica 1" in said and "up to 6.67 σ" in said
+    assert cp.caught(run, 1, from_step=19).ok and cp.healthy_never_flagged(run, [0]).ok
+
+
+def test_with_two_replicas_the_one_whose_norm_fell_leaves_its_peer_standing_out_and_the_memory_keeps_it_in(tmp_path):
+    fell = _series(factor=0.5)  # replica 1's G halves: replica 0's q doubles, its own G/k does not move
+    run = replayed_run(tmp_path / "d15", fell)
+    d = cp.decisions(run)
+    healthy = d[(d["replica"] == 0) & (d["step"] >= 20)]
+    # its detector flags q = 2 at first (then learns it: q is admitted), the memory keeps it in
+    assert not d["outlier"].any() and healthy["reason"].iloc[0] == cp.MEMORY
+    assert set(healthy["reason"]) == {cp.MEMORY, cp.IN_LINE}
+    assert healthy["q"].tolist() == pytest.approx([2.0] * len(healthy)) and (healthy["own_z"].abs() < 1e-9).all()
+    assert "own G/k is within δ_m 1 σ of its memory" in cp.replica_reasons(run, 0, after=18)["reason"].iloc[0]
+    v, said = cp.two_replicas(run, bad=1, after=19)
+    assert v.ok and "the memory names neither" in said
+    assert "never stood δ_m 1 σ above its memory" in cp.why_not_caught(run, 0, after=19)
+    # without the memory (δ_m = 0) the healthy replica is the one flagged, and the verdict says why
+    d11 = replayed_run(tmp_path / "d11", fell, memory_threshold=0.0)
+    v = cp.healthy_never_flagged(d11, [0])
+    assert not v.ok and "replica 0: at step 20 (q 2) it enters on unit(s) 0, 1: z > δ·f, q > κ_e 1.3;" in v.why_not
+    assert (cp.decisions(d11)["own_z"].isna()).all()
+
+
+def test_at_four_replicas_the_median_of_the_peers_is_a_majority_and_no_memory_is_asked(tmp_path):
+    run = replayed_run(tmp_path / "a", _series(factor=2.0, replicas=4, bad=3), replicas=4)
+    d = cp.decisions(run)
+    assert d["own_z"].isna().all() and d["replayed"].all()
+    assert set(d.loc[d["outlier"], "replica"]) == {3} and d.loc[d["step"] == 20, "reason"].tolist().count(cp.ENTERS) == 2
+    v, said = cp.two_replicas(run, bad=3, after=19)
+    assert v is None and "median of 3 others" in said
+
+
+def test_a_caught_replica_let_back_in_is_told_why_and_records_not_the_replays_are_named(tmp_path, capsys):
+    episode = _series(factor=2.0)
+    for u in range(2):
+        episode[1][u][10:] = [0.5] * 4  # the episode ends at sync 10 (step 26)
+    run = replayed_run(tmp_path / "a", episode)
+    v = cp.stays_out(run, 1, from_step=19)
+    assert not v.ok and v.why_not.startswith("at step 26 (q 1) back: no unit stays")
+    assert cp.decisions(write_run(tmp_path / "b", flagged={(10, 1, 0)}))["replayed"].tolist().count(False) == 1
+    v = cp.healthy_never_flagged(write_run(tmp_path / "c", flagged={(10, 1, 0)}), [0])
+    assert "not what the replay of the run's norms decides" in v.why_not
