@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from .penalty import Judged, PenaltyConfig, clip_factor, replay, softmax_weights
 
-EVENTS = ("none", "spike", "rise", "rise-both")
+EVENTS = ("none", "spike", "rise", "rise-both", "fall")
 EVENT_LABELS = {"none": "no event", "spike": "spike on replica 1", "rise": "lasting rise on replica 1",
-                "rise-both": "lasting rise on both replicas"}
+                "rise-both": "lasting rise on both replicas", "fall": "lasting fall on replica 1 (÷ size)"}
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,9 @@ class NormSeries:
     `event`: 'none'; 'spike' (replica 1's G is `size`× the level at sync `at` only); 'rise' (replica 1's
     level is `size`× from sync `at` on, for good); 'rise-both' (both replicas' levels rise at `at`: a new
     phase of training, the weather: judged against the peers it flags nobody, with the peers off it is the
-    case re-admission is for). The noise is seeded: the same settings give the
+    case re-admission is for); 'fall' (replica 1's level is divided by `size` from sync `at` on: with two
+    replicas its peer's ratio q rises as much as a rise would make it, and only the peer's own memory, D15,
+    says that the peer did not move). The noise is seeded: the same settings give the
     same series, so moving a detector slider changes the decisions, never the data.
     """
 
@@ -66,6 +68,8 @@ class NormSeries:
                     factor = self.size
                 elif hit and self.event in ("rise", "rise-both") and i >= self.at:
                     factor = self.size
+                elif hit and self.event == "fall" and i >= self.at:
+                    factor = 1.0 / self.size
                 row.append(self.level * factor * max(0.01, 1.0 + self.noise * rng.gauss(0.0, 1.0)))
             out.append(row)
         return out

@@ -1,10 +1,13 @@
 """The detector playground: EDiT's penalty on a made-up norm series, redrawn at once as you move a slider.
 
 No process, no tensor: two replicas' pseudo-gradient norms G over a few dozen syncs (a steady noisy level,
-and on demand a one-sync **spike** or a **lasting rise**, on replica 1 or on both), judged by the library's
-real penalty: `penalty.replay` (one `AnomalyDetector` per replica, judging each replica's G against its
-peer's (D11) or, with `peers` off, G itself with the re-admission of D10, exactly as `EDiTMethod.start_sync`
-decides), `penalty.softmax_weights` and `penalty.clip_factor`. Every control is a field of `PenaltyConfig`,
+and on demand a one-sync **spike**, a **lasting rise** on replica 1 or on both, or a **lasting fall** on
+replica 1), judged by the library's real penalty: `penalty.replay`, exactly as `EDiTMethod.start_sync`
+decides. By default (D15) each replica's detector judges q = its G over its peer's (with two replicas the
+median of the peers is the other replica, so q₀ = 1/q₁); a new flag also needs q > κ_e, and, since two
+replicas have no majority, the replica's own G above its own memory by δ_m σ, to enter and to stay out.
+`penalty_enter_ratio=0, penalty_memory_threshold=0` is D11 as first chosen, `peers` off the per-unit rule
+of D10 with its re-admission (both stay available). Then `penalty.softmax_weights` and `penalty.clip_factor`. Every control is a field of `PenaltyConfig`,
 so what you see is what a run with those settings would decide on these norms.
 
     pg = DetectorPlayground()          # leave as a cell's last expression to show it
@@ -32,9 +35,10 @@ __all__ = ["DetectorPlayground", "NormSeries", "PlaygroundResult", "decide"]
 #: The rules the figure draws, as the detector computes them (penalty.py, regions detector-test and
 #: detector-update); MathJax in the notebook.
 UPDATE_RULE = r"""
-<b>What the detector does at each sync</b>, for one replica and one unit, with x = its norm G (per local step)
-divided by the median of the other replicas' G at the same sync (D11, "judge against the peers"; with that
-switched off, x = G itself, as the authors' detector):
+<b>What the detector does at each sync</b>, for one replica and one unit, with x = q = its norm G (per local step)
+divided by the median of the other replicas' G at the same sync ("judge against the peers"; with two replicas
+that median is the other replica, so q₀ = 1/q₁; with the peers switched off, x = G itself, as the authors'
+detector):
 $$z = \frac{x - \hat\mu}{\sigma},\qquad \text{outlier} \iff \text{count} \ge E \ \text{and}\ z > \delta\cdot f,
 \qquad f = \max\bigl(1,\ \operatorname{std}(\text{last } E \text{ z-scores})\bigr)$$
 then, only when x is <i>not</i> an outlier (an outlier is never learnt), the update with smoothing α:
@@ -42,8 +46,11 @@ $$d = x - \hat\mu,\quad \mu \leftarrow \mu + \alpha\,(x-\mu),\quad
 M_2 \leftarrow (1-\alpha)\bigl(M_2 + \alpha\, d\,(x - \hat\mu_{\text{new}})\bigr)$$
 $$c = 1-(1-\alpha)^{\text{count}}\ \text{(bias correction; 1 when off)},\quad \hat\mu = \mu/c,\quad
 \sigma = \max\bigl(\sqrt{M_2/c},\ \varepsilon\,\hat\mu\bigr)$$
-Against the peers, a flagged replica stays out while its x is above κ_s (it still stands out from its peers),
-and a rise both replicas share leaves x at 1: nobody is flagged. With the peers off (D10), a replica flagged K
+Against the peers (D15, the default) an outlier is flagged only where q &gt; κ_e as well, and a flagged replica
+stays out while its q is above κ_s; a rise both replicas share leaves q at 1: nobody is flagged. Two replicas
+have no majority (q₀ = 1/q₁: the ratios cannot say which one moved), so both tests also ask the replica's
+<i>memory</i>, a second detector following its own G: its G must stand δ_m σ above it (δ_m = 0: not asked, the
+rule D11 as first chosen). A memory learns only while its replica is admitted. With the peers off (D10), a replica flagged K
 syncs in a row whose G is no larger than its unflagged peers' largest (×(1+ε)), or whose peers are all flagged
 too, is let back in and its detector restarts from G.
 Weights and clip: $w_r = e^{-G_r/T} / \sum_{s\ \text{not flagged}} e^{-G_s/T}$ (0 when flagged),
@@ -100,9 +107,13 @@ class DetectorPlayground:
                                           description="φ (clip norm)", **opts)
         self.bias_correction = W.Checkbox(value=c.bias_correction, description="bias correction (c)", **check)
         self.anomaly = W.Checkbox(value=c.anomaly, description="anomaly filter on", **check)
-        self.peers = W.Checkbox(value=c.peers, description="judge against the peers (D11)", **check)
+        self.peers = W.Checkbox(value=c.peers, description="judge against the peers", **check)
         self.stay_ratio = W.FloatSlider(value=c.stay_ratio, min=0.0, max=3.0, step=0.05,
                                         description="κ_s (stay out above)", **opts)
+        self.enter_ratio = W.FloatSlider(value=c.enter_ratio, min=0.0, max=3.0, step=0.05,
+                                         description="κ_e (enter above)", **opts)
+        self.memory_threshold = W.FloatSlider(value=c.memory_threshold, min=0.0, max=5.0, step=0.1,
+                                              description="δ_m (memory; 0 none)", **opts)
         self.base = c
         self.syncs, self.seed = s.syncs, s.seed
         self.pane = FigurePane()
@@ -110,7 +121,7 @@ class DetectorPlayground:
         self.rule = W.HTMLMath(value=UPDATE_RULE + "<p>" + TERMS + "</p>", layout=W.Layout(width="100%"))
         column = dict(layout=W.Layout(width="400px", overflow="visible"))
         controls = W.HBox([
-            W.VBox([self.event, self.at, self.size, self.noise], **column),
+            W.VBox([self.event, self.at, self.size, self.noise, self.enter_ratio, self.memory_threshold], **column),
             W.VBox([self.alpha, self.arming, self.threshold, self.min_rel_std, self.stay_ratio], **column),
             W.VBox([self.readmit_after, self.temperature, self.clip_norm, self.bias_correction, self.anomaly,
                     self.peers], **column),
@@ -124,7 +135,8 @@ class DetectorPlayground:
 
     def controls(self) -> dict[str, Any]:
         names = ("event", "at", "size", "noise", "alpha", "arming", "threshold", "min_rel_std", "readmit_after",
-                 "temperature", "clip_norm", "bias_correction", "anomaly", "peers", "stay_ratio")
+                 "temperature", "clip_norm", "bias_correction", "anomaly", "peers", "stay_ratio", "enter_ratio",
+                 "memory_threshold")
         return {n: getattr(self, n) for n in names}
 
     def set(self, **values: Any) -> "DetectorPlayground":
@@ -147,7 +159,9 @@ class DetectorPlayground:
                        readmit_after=int(self.readmit_after.value), temperature=float(self.temperature.value),
                        clip_norm=float(self.clip_norm.value), bias_correction=bool(self.bias_correction.value),
                        anomaly=bool(self.anomaly.value), peers=bool(self.peers.value),
-                       stay_ratio=_stay(float(self.stay_ratio.value)), per_step=True)
+                       stay_ratio=_stay(float(self.stay_ratio.value)),
+                       enter_ratio=_stay(float(self.enter_ratio.value)),
+                       memory_threshold=float(self.memory_threshold.value), per_step=True)
 
     def draw(self) -> None:
         series = self.series()
@@ -168,7 +182,7 @@ class DetectorPlayground:
 
 
 def _stay(v: float) -> float:
-    """The κ_s slider: below 1 means no stay (0), as `PenaltyConfig` allows only 0 or a ratio >= 1."""
+    """The κ_s and κ_e sliders: below 1 means no test (0), as `PenaltyConfig` allows only 0 or a ratio >= 1."""
     return v if v >= 1.0 else 0.0
 
 

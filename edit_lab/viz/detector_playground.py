@@ -2,10 +2,12 @@
 
 Four rows sharing the sync index as x axis, one colour per replica (colors.py):
 
-1. what the detector judges: each replica's norm G over its peer's (D11, `peers`; with `peers` off, G
+1. what the detector judges: each replica's norm G over its peer's (q, `peers`; with `peers` off, G
    itself) (solid), the detector's EWMA mean μ̂ before the sync (dashed) and its flag limit μ̂ + δ·f·σ
-   (dotted): a value above the dotted line is an outlier (red ✕, the exposed-red of every figure), and so
-   is a flagged replica still above κ_s (against the peers); a re-admission (K flags in a row, D10) is a ◆;
+   (dotted). Against the peers (D15) a value above the dotted line is an outlier (red ✕, the exposed-red of
+   every figure) only where q > κ_e and, with two replicas, the replica's own G stands δ_m σ above its
+   memory; a flagged replica stays out while q > κ_s (and its memory says it moved). With the peers off a
+   value above the dotted line is an outlier, and a re-admission (K flags in a row, D10) is a ◆;
 2. z against its threshold δ·f (f = max(1, std of the last E z-scores));
 3. the softmax weights (stacked bars);
 4. the clip factor of the aggregate (1 = not clipped).
@@ -40,7 +42,7 @@ def detector_figure(result: PlaygroundResult, title: str | None = None) -> go.Fi
     x = list(range(n))
     fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.05, row_heights=[0.4, 0.25, 0.2, 0.15])
     cfg = result.config
-    peers = cfg.peers and len(result.norms) > 1  # the detector judges G over its peers' (D11)
+    peers = cfg.peers and len(result.norms) > 1  # the detector judges G over its peers' (q, D11 and D15)
     # a legend entry for the markers on the first replica that has any (plotly hides an empty trace's entry)
     first_out = next((r for r, js in enumerate(result.judged) if any(j.outlier for j in js)), 0)
     first_back = next((r for r, js in enumerate(result.judged) if any(j.readmitted for j in js)), 0)
@@ -99,7 +101,8 @@ def detector_figure(result: PlaygroundResult, title: str | None = None) -> go.Fi
     fig.update_xaxes(title_text="sync", row=4, col=1, dtick=max(1, n // 10))
     keep_corner_ticks_apart(fig)
     settings = (f"α {cfg.alpha:g}, E {cfg.arming}, δ {cfg.threshold:g}, ε {cfg.min_rel_std:g}, "
-                + (f"against the peers, κ_s {cfg.stay_ratio:g}, " if peers else f"K {cfg.readmit_after}, ")
+                + (f"against the peers, κ_e {cfg.enter_ratio:g}, κ_s {cfg.stay_ratio:g}, δ_m {cfg.memory_threshold:g}, "
+                   if peers else f"K {cfg.readmit_after}, ")
                 + f"T {cfg.temperature:.3g}, φ {cfg.clip_norm:.3g}, "
                 f"bias correction {'on' if cfg.bias_correction else 'off'}"
                 + ("" if cfg.anomaly else ", anomaly filter OFF"))

@@ -132,3 +132,18 @@ def test_every_slider_changes_the_figure():
     assert "replica 1: flagged at syncs" in pg.summary.value
     with pytest.raises(KeyError, match="controls:"):
         pg.set(gamma=1.0)
+
+
+def test_with_two_replicas_a_falling_peer_flags_nobody_with_the_memory_and_the_healthy_one_without():
+    """D15's case a student should understand: replica 1's norm halves, so replica 0's q doubles; only replica 0's
+    own memory says it did not move. δ_m 0 and κ_e 0 (D11 as first chosen) flag the healthy replica to the end."""
+    pg = DetectorPlayground(series=NormSeries(event="fall", at=12, size=2.0))
+    assert pg.result.flagged(0) == pg.result.flagged(1) == []
+    assert [j.judged for j in pg.result.judged[0][12:]] == pytest.approx([2.0] * 18, rel=0.3)
+    pg.set(memory_threshold=0.0)
+    assert pg.result.flagged(0) == list(range(12, 30)) and pg.result.flagged(1) == []
+    assert "δ_m 0" in pg.figure.layout.title.text
+    pg.set(memory_threshold=1.0, enter_ratio=0.0)
+    assert pg.result.config.enter_ratio == 0.0 and pg.result.flagged(0) == []
+    fell = NormSeries(noise=0.0, event="fall", at=5, size=4.0, syncs=10).norms()
+    assert fell[1][5:] == [0.25] * 5 and fell[0] == [1.0] * 10
