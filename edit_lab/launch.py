@@ -287,8 +287,9 @@ def readmission_note(summary: dict, path: Path | str, k: int) -> str | None:
     Only the per-unit rule re-admits (`penalty_peers` off, or a run of one replica, which has no peers):
     it accepts a norm the detector flagged on a replica K syncs in a row, because it is in line with the
     norms of the replicas not flagged (or every replica is flagged): a level shared by all cannot be told
-    from a new normal. Judged against its peers (D11, the default) a shared level flags nobody, and a
-    flagged replica comes back once it is in line with its peers again, without a re-admission. The user
+    from a new normal. Judged against its peers (D15, the default; D11 before it) a shared level flags
+    nobody, and a flagged replica comes back once no unit of it stands κ_s above its peers (with fewer than
+    3 peers, or once its own G/k is back within δ_m σ of its memory), without a re-admission. The user
     should know it happened, and where.
     """
     seen = (summary.get("method_info") or {}).get("penalty_readmissions") or []

@@ -1,14 +1,19 @@
-"""The pseudo-gradient penalty of EDiT (edit-method.md §4, decisions D1, D2, D10, D11), without any communication.
+"""The pseudo-gradient penalty of EDiT (edit-method.md §4, decisions D1, D2, D10, D11, D15), without any communication.
 
 SYNC(l) penalises a replica's pseudo-gradient Δ_r = a − θ_r of unit l in three independent steps:
 
 1. **anomaly**: a per-replica, per-unit `AnomalyDetector` follows a value over the syncs and flags one that
-   is far above its usual level; a flagged replica's Δ_r is set to zero. By default (`peers`, D11) the value
-   is the replica's norm per local step G_r/k_r divided by the median of the other replicas' at the same
-   sync (`peer_ratios`), so a rise every replica shares changes nothing, and a replica flagged on one unit
-   is left out of every unit of that sync and stays out while some unit of it is still more than
-   `stay_ratio` times its peers'. With `peers` off each unit is judged alone on G_r/k_r (or G_r), as the
-   authors' detector does, with the re-admission of D10 (`readmitted_replicas`). `decide_sync` takes one
+   is far above its usual level; a flagged replica's Δ_r is set to zero. By default (`peers`, D11 and D15)
+   the value is the replica's norm per local step G_r/k_r divided by the median of the other replicas' at
+   the same sync, q (`peer_ratios`), so a rise every replica shares changes nothing; a replica is newly
+   flagged only on a unit where its detector flags q and q > `enter_ratio` κ_e; with fewer than 3 peers
+   (R = 2, 3: no majority, with two replicas q_0 = 1/q_1) also only where its own G/k stands
+   `memory_threshold` δ_m σ above its own history (`memory`, a second detector per replica and unit,
+   `needs_memory`); flagged on one unit, it is left out of every unit of that sync, and stays out while
+   some unit of it is still more than `stay_ratio` κ_s times its peers' (and, with fewer than 3 peers, its
+   memory still says it moved). `enter_ratio=0, memory_threshold=0` is D11 as first chosen. With `peers`
+   off each unit is judged alone on G_r/k_r (or G_r), as the authors' detector does, with the re-admission
+   of D10 (`readmitted_replicas`); both remain options. `decide_sync` takes one
    sync's decisions for every replica and unit, as the engine does; `replay` runs it over recorded norms.
 2. **weighting**: `softmax_weights` gives the replicas with smaller norms more weight (softmax of −G/T),
    anomalous replicas none.
@@ -90,7 +95,9 @@ class PenaltyConfig:
     (edit-method.md D10 and D11, `benchmarks/penalty_defaults.py`, `benchmarks/penalty_rule.py`). `peers`
     (D11) makes the detector judge each replica's norm per step relative to the median of its peers' and
     judges the replica as a whole; `stay_ratio` κ_s keeps a flagged replica out while some unit of it is
-    still above κ_s × its peers' (0: back as soon as its detectors no longer flag it). The authors' exact
+    still above κ_s × its peers' (0: back as soon as its detectors no longer flag it); D15's `enter_ratio`
+    κ_e and `memory_threshold` δ_m (the replica's own memory, asked with fewer than 3 peers) decide who
+    enters, and who stays. The authors' exact
     detector is `peers=False, bias_correction=False, readmit_after=0, per_step=False, min_rel_std=0,
     alpha=0.02` (with their E = 120; `AUTHORS` holds these values). `temperature` T = inf gives equal
     weights; `clip_norm` φ = inf never clips.

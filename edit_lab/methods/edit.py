@@ -6,8 +6,10 @@ At the start of a sync step's forward (edit-method.md §4):
    unit (a squared-norm all-reduce in the shard group, all units in one message);
 2. *decisions* — one small all-gather over the sync group shares every replica's G and local steps k
    for every unit; every rank then runs every replica's anomaly detectors on the same numbers
-   (`penalty.decide_sync`: each replica's norm against its peers' and its own history, D11), so every
-   rank takes the same decisions and computes the same softmax weights.
+   (`penalty.decide_sync`, D15: each replica's G/k over the median of its peers', q, judged by its
+   detector's history of q; a new flag needs q > κ_e, and with fewer than 3 peers its own G/k above its
+   own memory `EDiTMethod.memory` by δ_m σ, to enter and to stay out; a flagged replica is out of every
+   unit), so every rank takes the same decisions and computes the same softmax weights.
 
 Then, unit by unit, right before the shard group all-gathers unit l:
 

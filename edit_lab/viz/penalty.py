@@ -10,9 +10,10 @@ unit with `units="all"` (the report and the panels' explorer views).
    `penalty_peers` off), against its threshold δ·f (dashed, per replica), where f = max(1, std of the
    detector's last E z-scores) widens the threshold for a replica whose recent z-scores were spread out
    (`AnomalyDetector.factor`); a z above its dashed line makes an outlier (red ✕, also on G), weight 0.
-   Against the peers the replica is judged as a whole: a z above the line on one unit leaves it out of
-   every unit, and it stays out while some unit of it is above κ_s times its peers' (`peer` in the hover),
-   so a red ✕ can sit under the dashed line. The closing sync is not judged (no z): it keeps the verdict
+   Against the peers the replica is judged as a whole (D15): a z above the line on one unit with q above κ_e
+   (and, with two or three replicas, its own G/k above its memory) leaves it out of every unit, and it stays
+   out while some unit of it is above κ_s times its peers' (`peer` in the hover), so a red ✕ can sit under
+   the dashed line, and a z above it need not be one (`claims_penalty.decisions` gives each its reason). The closing sync is not judged (no z): it keeps the verdict
    of the sync before;
 3. the softmax weights as stacked bars (they sum to 1 unless the outer step was skipped);
 4. the clip factor applied to the aggregated pseudo-gradient (1 = not clipped).
@@ -148,8 +149,9 @@ def penalty_figure(run: RunLike, units: Iterable[int] | Literal["all"] | None = 
     keep_corner_ticks_apart(fig)
     note = f" (z above {z_cap:.3g} drawn at the top edge, ▲)" if z_cap and (df["z"] > z_cap).any() else ""
     peers = bool(getattr(r.config, "penalty_peers", False)) and r.config.replicas > 1
-    judged = ("z of G per step over its peers' median; a replica flagged on one unit is out of all, and stays out "
-              "while a unit of it is above κ_s × its peers'; " if peers else "")
+    judged = ("z of q = G per step over its peers' median; a flag also needs q > κ_e"
+              + (" and its own G above its memory" if r.config.replicas <= 3 else "")
+              + "; flagged on one unit, out of all, and out while a unit's q > κ_s; " if peers else "")
     which = ("every unit" if len(shown) == len(every) else
              f"units {', '.join(map(str, shown))} of {len(every)}" + (" (the most flagged; units='all' for every unit)"
                                                                    if units is None else ""))
