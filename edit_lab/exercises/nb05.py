@@ -182,3 +182,42 @@ def check_weighting_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
     return correct(f"Correct: your rule ran on all {cfg.world_size} ranks and weighted {len(syncs)} unit syncs "
                    f"({table['step'].nunique()} syncs × {table['unit'].nunique()} units) exactly as the softmax "
                    f"(largest difference {worst:.1e}){trained}.")
+
+
+def playground_answers(config: Any = None) -> list[str]:
+    """The answers to part 0's predictions, computed by the library's rule (`detector_series.decide`, i.e.
+    `penalty.replay`) on the playground's own series (its defaults: 30 syncs, 5 % noise, seed 0, the event at
+    sync 12): a lasting rise ×1.6 on replica 1 (with α 0.3, 0.05 and 0.6), a rise ×1.6 on both, and a fall ÷2 on
+    replica 1 with the memory (δ_m of `config`) and without it (δ_m 0). Printed, and returned as lines."""
+    from dataclasses import replace
+
+    from ..detector_series import NormSeries, decide
+    from ..penalty import PenaltyConfig
+
+    c = config or PenaltyConfig()
+
+    def flagged(series: NormSeries, cfg: Any) -> str:
+        r = decide(series.norms(), cfg)
+        who = [f"replica {rep} at syncs {_ranges(r.flagged(rep))}" for rep in range(len(r.norms)) if r.flagged(rep)]
+        return "; ".join(who) or "nobody"
+
+    rise = NormSeries(event="rise", at=12, size=1.6)
+    at17 = decide(rise.norms(), c).judged[1][17].outlier
+    lines = [f"lasting rise ×1.6 on replica 1 at sync 12: {flagged(rise, c)} (at sync 17: "
+             f"{'flagged' if at17 else 'not flagged'}); with α 0.05: {flagged(rise, replace(c, alpha=0.05))}; "
+             f"with α 0.6: {flagged(rise, replace(c, alpha=0.6))}",
+             f"the same rise on both replicas: flagged: {flagged(NormSeries(event='rise-both', at=12, size=1.6), c)}",
+             f"replica 1's norm falls to half at sync 12 (replica 0's q doubles): flagged: "
+             f"{flagged(NormSeries(event='fall', at=12, size=2.0), c)} with the memory (δ_m {c.memory_threshold:g}); "
+             f"without it (δ_m 0): {flagged(NormSeries(event='fall', at=12, size=2.0), replace(c, memory_threshold=0.0))}"]
+    print("Computed by the library's rule on the playground's series (its defaults, seed 0):")
+    for line in lines:
+        print("- " + line)
+    return lines
+
+
+def _ranges(xs: list[int]) -> str:
+    """[3, 4, 5, 9] → '3–5, 9'."""
+    from ..playground import _ranges as ranges
+
+    return ranges(xs)

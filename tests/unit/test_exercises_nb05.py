@@ -94,3 +94,20 @@ def test_check_clip_factor(capsys):
     assert check_clip_factor(1.0, norm=5.0)  # below φ: not clipped
     capsys.readouterr()
     _not_yet(capsys, check_clip_factor(2.0), "too high", "multiplied by 10/20")  # φ/n upside down
+
+
+def test_the_playgrounds_answers_are_the_rules(capsys):
+    """Part 0's predictions, answered by the library: a lasting rise stays flagged whatever α (the detector and the
+    memory learn nothing while flagged), a shared rise flags nobody, and with two replicas a falling peer flags
+    nobody with the memory and the healthy replica to the end without it."""
+    from edit_lab.exercises.nb05 import playground_answers
+    from edit_lab.penalty import PenaltyConfig
+
+    rise, both, fall = playground_answers()
+    assert rise.startswith("lasting rise ×1.6 on replica 1 at sync 12: replica 1 at syncs 12–29 (at sync 17: flagged)")
+    assert rise.count("replica 1 at syncs 12–29") == 3
+    assert both.endswith("flagged: nobody")
+    assert fall.endswith("flagged: nobody with the memory (δ_m 1); without it (δ_m 0): replica 0 at syncs 12–29")
+    assert "Computed by the library's rule" in capsys.readouterr().out
+    d10 = playground_answers(PenaltyConfig(peers=False))[1]  # the per-unit rule: a shared rise flags both at first
+    assert "replica 0 at syncs 12" in d10 and "replica 1 at syncs 12" in d10
