@@ -29,6 +29,7 @@ import torch.distributed as dist
 
 from .events import EventLog
 from .mesh import Mesh
+from .wire import PSEUDO_GRADIENT_KINDS
 
 
 @dataclass
@@ -114,6 +115,7 @@ class Comm:
         self.link = link or LinkModel()
         self._pending_sync: list[Handle] = []  # sync-group handles not yet assigned a link deadline
         self.backend: Any = dist  # torch.distributed; the virtual clock's in-process fabric (virtual.py)
+        self.wire = "none"  # the pseudo-gradients' wire format (edit_lab.wire), set by a Local-SGD method
 
     # ------------------------------------------------------------------ groups
     def group(self, name: str) -> dist.ProcessGroup | None:
@@ -156,13 +158,66 @@ class Comm:
 
     def all_reduce(self, t: torch.Tensor, group: str, kind: str = "all_reduce", unit: int | None = None,
                    async_op: bool = False) -> Handle:
-        """t <- sum over members of t (in place)."""
+        """t <- sum over members of t (in place).
+
+        A pseudo-gradient over the sync group (`wire.PSEUDO_GRADIENT_KINDS`) travels in the run's wire format
+        (`compressed_all_reduce`), whichever method issued it: the methods need not know."""
         self._check_device("all_reduce", kind, group, t)
         if self.size(group) == 1:
             return self._local(t)
+        if self.wire != "none" and group == "sync" and kind in PSEUDO_GRADIENT_KINDS:
+            return self.compressed_all_reduce(t, group, kind, unit, async_op)
         (tt,), after = self._staged(t)
         work = self.backend.all_reduce(tt, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
         return self._issue(work, kind, group, unit, t.numel() * t.element_size(), t, async_op, after)
+
+    def compressed_all_reduce(self, t: torch.Tensor, group: str, kind: str, unit: int | None,
+                              async_op: bool) -> Handle:
+        """The sum of `t` over the group, carried in `self.wire` (edit_lab.wire): bf16 as an all-reduce of the
+        bf16 tensor; int8 / int4 as an all-gather of every member's codes and scales (a sum of codes with
+        different scales is not defined), decoded and summed in float32 in member order once it completes.
+        The event records the compressed tensor's bytes, and the link charges them: they are what crossed."""
+        from . import wire
+
+        n = t.numel()
+        if self.wire == "bf16":
+            low = t.detach().reshape(-1).to(torch.bfloat16)
+            h = self.all_reduce_raw(low, group, kind, unit)
+            h.after = self._chain(h.after, lambda: t.copy_(low.view_as(t).to(t.dtype)))
+        else:
+            payload = wire.encode(t.detach().reshape(-1), self.wire)
+            gathered = torch.empty(payload.numel() * self.size(group), dtype=torch.uint8, device=t.device)
+            h = self.all_gather(gathered, payload, group, kind=kind, unit=unit, async_op=True)
+            fmt = self.wire
+
+            def land() -> None:
+                parts = gathered.view(self.size(group), -1)
+                acc = wire.decode(parts[0], n, fmt)
+                for p in parts[1:]:
+                    acc = acc + wire.decode(p, n, fmt)
+                t.copy_(acc.view_as(t).to(t.dtype))
+
+            h.after = self._chain(h.after, land)
+        h.result = t
+        if not async_op:
+            self._complete(h, waited=False)
+        return h
+
+    def all_reduce_raw(self, t: torch.Tensor, group: str, kind: str, unit: int | None) -> Handle:
+        """An asynchronous all-reduce of `t` as it is, never re-routed (the wire format's own transfer)."""
+        (tt,), after = self._staged(t)
+        work = self.backend.all_reduce(tt, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
+        return self._issue(work, kind, group, unit, t.numel() * t.element_size(), t, True, after)
+
+    @staticmethod
+    def _chain(first: Any, then: Any) -> Any:
+        if first is None:
+            return then
+
+        def both() -> None:
+            first()
+            then()
+        return both
 
     def broadcast(self, t: torch.Tensor, src: int, group: str = "world", kind: str = "broadcast") -> torch.Tensor:
         """t <- t of global rank `src` (in place, blocking). For setting up a run (the common start time):

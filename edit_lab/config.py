@@ -27,6 +27,7 @@ from typing import Any
 
 from .registry import METHODS, capabilities
 from .sizes import SIZES
+from .wire import WIRE_FORMATS
 
 INNER_OPTIMIZERS = ("adamw", "sgd")
 BACKENDS = ("auto", "gloo", "nccl")
@@ -46,12 +47,13 @@ S_SCHEDULE = "local SGD schedule"
 S_OUTER = "outer optimizer"
 S_PENALTY = "pseudo-gradient penalty (edit, aedit)"
 S_AEDIT = "A-EDiT"
+S_STREAM = "Streaming DiLoCo and compressed pseudo-gradients"
 S_LINK = "stragglers and the simulated sync link"
 S_TROUBLE = "trouble on purpose (teaching the penalty and failure handling)"
 S_SYSTEM = "processes and devices"
 S_CHECKPOINT = "checkpoints"
-SECTIONS = (S_RUN, S_DATA, S_INNER, S_SCHEDULE, S_OUTER, S_PENALTY, S_AEDIT, S_LINK, S_TROUBLE, S_SYSTEM,
-            S_CHECKPOINT)
+SECTIONS = (S_RUN, S_DATA, S_INNER, S_SCHEDULE, S_OUTER, S_PENALTY, S_AEDIT, S_STREAM, S_LINK, S_TROUBLE,
+            S_SYSTEM, S_CHECKPOINT)
 
 
 class ConfigError(ValueError):
@@ -261,6 +263,22 @@ class RunConfig:
     aedit_schedule: str | None = knob(None, "an A-EDiT run directory whose schedule to replay instead of the timers: "
                                       "each replica meets at the steps it met there and stops where it stopped "
                                       "(None: the timers)", section=S_AEDIT)
+    # --- Streaming DiLoCo (Douillard et al., 2025) and compressed pseudo-gradients ---
+    fragments: int = knob(2, "P: fragments of streaming_diloco, each a run of consecutive sync units; fragment p syncs "
+                          "every sync_interval steps, offset by p*sync_interval/P (at most the model's units; "
+                          "sync_interval a multiple of P)", section=S_STREAM, ge=1)
+    fragment_sync_delay: int = knob(1, "tau (overlap): inner steps a fragment's pseudo-gradient travels before its "
+                                    "outer step lands, below sync_interval/fragments (torchft's fragment_sync_delay)",
+                                    section=S_STREAM, ge=0)
+    fragment_update_alpha: float = knob(0.5, "alpha: at a fragment's outer step theta <- (1-alpha)*anchor + "
+                                        "alpha*theta, keeping alpha of the steps trained while it travelled (0: "
+                                        "theta <- anchor; torchft's fragment_update_alpha)", section=S_STREAM,
+                                        ge=0.0, le=1.0)
+    wire_format: str = knob("none", "how pseudo-gradients travel over the sync group, every local-SGD method: none "
+                            "(float32), bf16 (an all-reduce in bf16), int8 or int4 (codes and a scale per 256 "
+                            "values, an all-gather; edit_lab/wire.py)", section=S_STREAM, choices=WIRE_FORMATS)
+    error_feedback: bool = knob(False, "keep what the wire format rounded away and add it to the next sync's "
+                                "pseudo-gradient (with wire_format other than none)", section=S_STREAM)
     # --- stragglers and the simulated sync link ---
     straggler_replicas: tuple[int, ...] = knob((), "consistent stragglers: replica indices", section=S_LINK)
     straggler_factor: float = knob(1.0, "their steps take k× as long", section=S_LINK, ge=1.0, finite=True)
@@ -451,6 +469,13 @@ class RunConfig:
             self._check_grad_all_reduce_rule()
         if self.aedit_schedule is not None:
             self._check_aedit_schedule(bad)
+        if self.method == "streaming_diloco":
+            self._check_streaming(bad, n_units)
+        if self.wire_format != "none" and not caps.is_local_sgd:
+            bad("wire_format", f"none with method={self.method!r}: only the local-SGD methods "
+                f"({', '.join(m for m in METHODS if capabilities(m).is_local_sgd)}) send pseudo-gradients")
+        if self.error_feedback and self.wire_format == "none":
+            bad("error_feedback", "false with wire_format='none': float32 rounds nothing away to feed back")
         if self.clock == "virtual":
             self._check_virtual(bad)
         if self.device == "cuda" or self.backend == "nccl":
@@ -461,10 +486,26 @@ class RunConfig:
                 bad(name, "auto or cpu/gloo here: no CUDA device is visible on this machine")
         return self
 
+    def _check_streaming(self, bad: Any, n_units: int) -> None:
+        """What Streaming DiLoCo needs of the schedule, and what it does not run: refused before any process."""
+        H, P = self.sync_interval, self.fragments
+        if P > n_units:
+            bad("fragments", f"at most {n_units}, the sync units of model {self.model!r} (a fragment is a run of "
+                "whole units)")
+        if H % P:
+            bad("sync_interval", f"a multiple of fragments={P} (fragment p syncs every sync_interval steps, offset by "
+                "p*sync_interval/fragments steps)")
+        if self.fragment_sync_delay >= H // P:
+            bad("fragment_sync_delay", f"an integer in 0..{H // P - 1}: below sync_interval/fragments = {H // P}, "
+                "so a fragment lands before the next one leaves")
+        if self.exclude_trouble:
+            bad("exclude_trouble", "false with method='streaming_diloco': it has no pseudo-gradient penalty to "
+                "leave a replica out (edit, aedit)")
+
     def _check_outer_step_rule(self) -> None:
         """A reader's outer step (edit_lab.rules): only where OuterState's SGD is the outer step; probed on tensors."""
         first = next((ln.strip() for ln in self.outer_step_rule.splitlines() if ln.strip()), "")
-        methods = ("diloco", "edit", "aedit")
+        methods = ("diloco", "edit", "aedit", "streaming_diloco")
         if self.method not in methods:
             why = {"sync": "sync has no outer step", "post_local_sgd": "post_local_sgd averages the parameters "
                    "themselves, no outer optimizer (lr 1, no momentum: diloco with outer_lr=1, outer_momentum=0 "

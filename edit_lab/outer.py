@@ -13,7 +13,12 @@ A reader's outer step (`RunConfig.outer_step_rule`, `edit_lab.rules.outer_step`,
 replaces torch's step: `fn(anchor, delta_bar, buf, lr, momentum) -> (new_anchor, new_buf)` on this rank's
 shard of the unit, with the optimizer's lr and momentum. Its buffer lives where torch keeps its own (the
 optimizer's `momentum_buffer`, zeros before the first step), so checkpoints, `numel` and a resume are
-unchanged, and a rule's checkpoint resumes under the library's step and back. The natural Nesterov formula,
+unchanged, and a rule's checkpoint resumes under the library's step and back.
+
+Compressed pseudo-gradients (`RunConfig.wire_format`, edit_lab/wire.py): `pseudo_gradient` returns what the
+other replicas will receive, Δ̂ = decode(encode(Δ + e)), so that every method judges, weighs, clips and
+averages the decompressed pseudo-gradient; with error feedback the residual e ← (Δ + e) − Δ̂ is kept per unit
+on this rank's shard (and checkpointed, and counted by `numel`), added to the next sync's Δ. The natural Nesterov formula,
 b ← μ·b + Δ̄; a ← a − lr·(Δ̄ + μ·b), rounds differently from torch's fused kernel, about one float32 ulp per
 step (3e-8 on a nano run's losses). Written as `b = buf.mul(momentum).add(delta_bar)`,
 `a.add(delta_bar.add(b, alpha=momentum), alpha=-lr)` it matches the kernel's vectorised loop bit for bit (a
@@ -46,14 +51,34 @@ class OuterState:
                                          fused=True)
         # a reader's step instead of torch's (None: torch's): compiled once, on this rank
         self.rule = None if rule is None else rules.outer_step(rule)
+        self.wire = "none"
+        self.residuals: list[torch.Tensor] | None = None  # error feedback's e per unit (None: no feedback)
+
+    def set_wire(self, fmt: str, error_feedback: bool) -> None:
+        """Send pseudo-gradients in wire format `fmt` (edit_lab.wire), with error feedback or without."""
+        self.wire = fmt
+        self.residuals = ([torch.zeros_like(a.detach()) for a in self.anchors]
+                          if error_feedback and fmt != "none" else None)
 
     def anchor(self, unit: int, device: torch.device) -> torch.Tensor:
         return self.anchors[unit].detach().to(device)
 
     # region outer-step
+    @torch.no_grad()
     def pseudo_gradient(self, unit: int, theta: torch.Tensor) -> torch.Tensor:
-        """Δ = a − θ for this rank's shard of `unit`."""
-        return self.anchor(unit, theta.device) - theta.detach()
+        """Δ = a − θ for this rank's shard of `unit`; in a wire format, what the others receive of it (Δ̂)."""
+        delta = self.anchor(unit, theta.device) - theta.detach()
+        if self.wire == "none":
+            return delta
+        from .wire import roundtrip
+
+        if self.residuals is None:
+            return roundtrip(delta, self.wire)
+        e = self.residuals[unit]
+        x = delta + e.to(delta.device)
+        sent = roundtrip(x, self.wire)
+        e.copy_((x - sent).to(e.device))
+        return sent
 
     @torch.no_grad()
     def step(self, unit: int, delta_bar: torch.Tensor) -> None:
@@ -86,7 +111,7 @@ class OuterState:
 
     def numel(self) -> int:
         """Values held: anchor shards plus whatever momentum buffers exist."""
-        n = sum(a.numel() for a in self.anchors)
+        n = sum(a.numel() for a in self.anchors) + sum(e.numel() for e in self.residuals or [])
         for st in self.optimizer.state.values():
             buf = st.get("momentum_buffer")
             if buf is not None:
@@ -95,11 +120,17 @@ class OuterState:
 
     def state_dict(self) -> dict[str, Any]:
         # deepcopy: the optimizer's state_dict shares its momentum tensors with the live optimizer
-        return {"anchors": [a.detach().cpu().clone() for a in self.anchors],
-                "optimizer": copy.deepcopy(self.optimizer.state_dict())}
+        out = {"anchors": [a.detach().cpu().clone() for a in self.anchors],
+               "optimizer": copy.deepcopy(self.optimizer.state_dict())}
+        if self.residuals is not None:
+            out["residuals"] = [e.detach().cpu().clone() for e in self.residuals]
+        return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         with torch.no_grad():
             for a, v in zip(self.anchors, state["anchors"]):
                 a.copy_(v)
+            if self.residuals is not None and state.get("residuals") is not None:
+                for e, v in zip(self.residuals, state["residuals"]):
+                    e.copy_(v)
         self.optimizer.load_state_dict(state["optimizer"])

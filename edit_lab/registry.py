@@ -34,6 +34,8 @@ REGISTRY: dict[str, Capabilities] = {
     "co2": Capabilities(is_local_sgd=True, checkpointable=False),
     "edit": Capabilities(is_local_sgd=True, has_penalty=True, layerwise_sync=True),
     "aedit": Capabilities(is_local_sgd=True, has_penalty=True, layerwise_sync=True, time_triggered=True),
+    # Douillard et al. 2025: fragments synced on staggered schedules, each transfer overlapping inner steps
+    "streaming_diloco": Capabilities(is_local_sgd=True),
 }
 
 METHODS: tuple[str, ...] = tuple(REGISTRY)

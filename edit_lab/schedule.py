@@ -29,6 +29,32 @@ def is_sync_step(step: int, warmup: int, interval: int) -> bool:
     return step > warmup and (step - warmup) % interval == 0
 
 
+def fragment_units(n_units: int, fragments: int) -> list[list[int]]:
+    """Streaming DiLoCo's fragments: P runs of consecutive sync units, as equal as they come, the first ones
+    one unit longer (3 units in 2 fragments: [0, 1] and [2]; unit 0 is the root unit)."""
+    base, extra = divmod(n_units, fragments)
+    out, u = [], 0
+    for p in range(fragments):
+        k = base + (1 if p < extra else 0)
+        out.append(list(range(u, u + k)))
+        u += k
+    return out
+
+
+def fragment_landing(step: int, warmup: int, interval: int, fragments: int) -> int | None:
+    """Streaming DiLoCo: the fragment whose outer step lands at the start of `step`, or None.
+
+    Every H/P steps after warm-up one fragment lands, in turn: fragment p at the start of steps
+    W + (p + 1)·H/P + k·H, so fragment p is offset by p·H/P from fragment 0 and each syncs every H
+    steps (torchft's order: fragment 0 first, H/P steps after the anchors). With P = 1 these are
+    DiLoCo's sync steps (`is_sync_step`). Its pseudo-gradient leaves `fragment_sync_delay` steps earlier.
+    """
+    h = interval // fragments
+    if step <= warmup or (step - warmup) % h:
+        return None
+    return ((step - warmup) // h - 1) % fragments
+
+
 def decide_sync(total: int, min_sync_steps: int, all_done: bool) -> bool:
     """Sync after an A-EDiT meeting? Normally when the round holds at least N_min steps over the sync group.
 

@@ -16,9 +16,11 @@ from .base import Method
 from .co2 import CO2Method
 from .edit import EDiTMethod
 from .local_sgd import DiLoCoMethod, PostLocalSGDMethod
+from .streaming import StreamingDiLoCoMethod
 from .sync import SyncMethod
 
-_BY_NAME = {m.name: m for m in (SyncMethod, PostLocalSGDMethod, DiLoCoMethod, CO2Method, EDiTMethod, AEDiTMethod)}
+_BY_NAME = {m.name: m for m in (SyncMethod, PostLocalSGDMethod, DiLoCoMethod, CO2Method, EDiTMethod, AEDiTMethod,
+                                StreamingDiLoCoMethod)}
 METHODS: dict[str, type[Method]] = {name: _BY_NAME[name] for name in METHOD_NAMES}  # a missing class: KeyError
 
 

@@ -76,6 +76,7 @@ class CO2Outer(OuterState):
         self.anchors = [s.detach().clone().to(home) for s in shards]
         self.momenta = [torch.zeros_like(a) for a in self.anchors]
         self.lr, self.momentum, self.penalty, self.clip = float(lr), float(momentum), float(penalty), float(clip)
+        self.wire, self.residuals = "none", None  # OuterState.set_wire's (compressed pseudo-gradients)
 
     # ------------------------------------------------------------ one unit
     # region co2-outer-step
@@ -100,13 +101,18 @@ class CO2Outer(OuterState):
     # ------------------------------------------------------------ the whole shard, as a boundary does it
     @torch.no_grad()
     def pseudo_gradients(self, shards: list[torch.Tensor]) -> torch.Tensor:
-        """Δ = a − θ of every unit, in one fresh flat buffer (it travels while θ trains on)."""
-        return torch.cat([self.pseudo_gradient(unit, theta) for unit, theta in enumerate(shards)])
+        """Δ = a − θ of every unit, in one fresh flat buffer (it travels while θ trains on); each unit on a block
+        boundary in the integer wire formats (`wire.pack`)."""
+        from ..wire import pack
+
+        return pack([self.pseudo_gradient(unit, theta) for unit, theta in enumerate(shards)], self.wire)
 
     @torch.no_grad()
     def apply(self, delta_bar: torch.Tensor) -> None:
         """One outer step of every unit with a mean pseudo-gradient laid out as `pseudo_gradients` makes it."""
-        for unit, piece in enumerate(delta_bar.split([a.numel() for a in self.anchors])):
+        from ..wire import unpack
+
+        for unit, piece in enumerate(unpack(delta_bar, [a.numel() for a in self.anchors], self.wire)):
             self.step(unit, piece)
 
     @torch.no_grad()
@@ -117,7 +123,8 @@ class CO2Outer(OuterState):
 
     # ------------------------------------------------------------ accounting and state
     def numel(self) -> int:
-        return sum(a.numel() for a in self.anchors) + sum(b.numel() for b in self.momenta)
+        return (sum(a.numel() for a in self.anchors) + sum(b.numel() for b in self.momenta)
+                + sum(e.numel() for e in self.residuals or []))
 
     def settings(self) -> dict[str, float]:
         return {"lr": self.lr, "momentum": self.momentum, "staleness_penalty": self.penalty,

@@ -20,6 +20,7 @@ import torch
 
 from ..outer import OuterState
 from ..schedule import in_warmup, is_anchor_step, is_sync_step
+from ..wire import pack, unpack
 from .base import Method
 
 
@@ -39,6 +40,10 @@ class LocalSGDMethod(Method):
         self.n_syncs = 0
         self.stopping = False  # time budgets: a replica said at a sync point that its budget is spent
         self.last_meeting: tuple[list[bool], int] | None = None  # the latest budget meeting's (done flags, total)
+        # compressed pseudo-gradients (edit_lab/wire.py): Comm carries the sync group's pseudo-gradient kinds in
+        # this format, the outer state hands out what travels (and keeps error feedback's residuals)
+        self.wire: str = getattr(cfg, "wire_format", "none")
+        self.comm.wire = self.wire
 
     # ------------------------------------------------------------ schedule
     def begin_step(self, step: int) -> None:
@@ -48,6 +53,7 @@ class LocalSGDMethod(Method):
 
     def create_anchors(self, step: int, record: bool = True) -> None:
         self.outer = self.make_outer()
+        self.outer.set_wire(self.wire, bool(getattr(self.cfg, "error_feedback", False)))
         self.last_sync_step = step
         if record:
             self.log.record("anchor", step=step)
@@ -166,7 +172,10 @@ class LocalSGDMethod(Method):
 
 
 class PostLocalSGDMethod(LocalSGDMethod):
-    """Post Local SGD (Lin et al.): after warm-up, plain parameter averaging every τ steps."""
+    """Post Local SGD (Lin et al.): after warm-up, plain parameter averaging every τ steps.
+
+    In a wire format (edit_lab/wire.py) it averages the pseudo-gradients instead, θ ← a − mean(Δ̂): the same
+    average in exact arithmetic, and Δ = a − θ is what compresses (θ itself is no small quantity)."""
 
     name = "post_local_sgd"
     uses_outer_optimizer = False
@@ -176,9 +185,14 @@ class PostLocalSGDMethod(LocalSGDMethod):
         assert self.outer is not None
         R = self.mesh.replicas
         for unit, theta in enumerate(self.engine.shards):
-            buf = theta.detach().clone()
-            self.comm.all_reduce(buf, group="sync", kind="param_average", unit=unit)
-            buf.div_(R)
+            if self.wire == "none":
+                buf = theta.detach().clone()
+                self.comm.all_reduce(buf, group="sync", kind="param_average", unit=unit)
+                buf.div_(R)
+            else:
+                delta = self.outer.pseudo_gradient(unit, theta)
+                self.comm.all_reduce(delta, group="sync", kind="param_average", unit=unit)
+                buf = self.outer.anchor(unit, theta.device) - delta.div_(R)
             theta.copy_(buf)
             self.outer.anchors[unit].copy_(buf.to(self.outer.anchors[unit].device))
             if self.cfg.checksums:
@@ -201,11 +215,12 @@ class DiLoCoMethod(LocalSGDMethod):
         assert outer is not None
         R = self.mesh.replicas
         deltas = [outer.pseudo_gradient(u, th) for u, th in enumerate(self.engine.shards)]
-        flat = torch.cat(deltas)
+        flat = pack(deltas, self.wire)  # torch.cat, each unit on a block boundary in the integer wire formats
         self.comm.all_reduce(flat, group="sync", kind="sync_reduce", unit=None)
         flat.div_(R)
         with self.log.span("outer_step", sync_step=step):  # event step: the step whose time it takes
-            for unit, (theta, piece) in enumerate(zip(self.engine.shards, flat.split([d.numel() for d in deltas]))):
+            pieces = unpack(flat, [d.numel() for d in deltas], self.wire)
+            for unit, (theta, piece) in enumerate(zip(self.engine.shards, pieces)):
                 outer.step(unit, piece)
                 outer.reset(unit, theta)
                 if self.cfg.checksums:

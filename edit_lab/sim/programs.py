@@ -14,7 +14,11 @@ same costs (`crosscheck.py`): they agree to float rounding.
 - co2: as DiLoCo, but round k's all-reduce is waited for only at the next boundary;
 - edit: at the start of every τ-th step's forward, the decision exchange, then unit by unit
   (issued one unit ahead with prefetch) the sync all-reduce, the clip norm and the outer step;
-- aedit: EDiT's sync, triggered by meetings every `sync_period` seconds of the replica's clock.
+- aedit: EDiT's sync, triggered by meetings every `sync_period` seconds of the replica's clock;
+- streaming_diloco: every H/P steps one fragment's all-reduce leaves, and lands `fragment_sync_delay` steps
+  later (a wait, then the outer step of each of its units); a closing sync of the fragments that trained.
+
+Pseudo-gradients travel in the run's wire format (`wire.collective_bytes`: the bytes the run records).
 
 Time budgets (`time_budget`) follow edit-method.md §12 exactly as the worker does: the stop checks,
 the budget meetings at sync points, and the closing sync of `finalize`.
@@ -30,7 +34,8 @@ from typing import Any
 
 from ..config import RunConfig
 from ..exchanges import DECISION_FIELDS, MEETING_FIELDS
-from ..schedule import decide_sync, in_warmup, is_anchor_step, is_sync_step
+from ..schedule import decide_sync, fragment_landing, fragment_units, in_warmup, is_anchor_step, is_sync_step
+from ..wire import collective_bytes, padded
 from .costs import Costs
 from .engine import Handle, Issue, Local, Now, Row, Step, Wait, Work
 
@@ -268,6 +273,14 @@ class LocalSGDProgram(ReplicaProgram):
         self.last_sync_step = step
         self.n_syncs += 1
 
+    def wire_bytes(self, units: list[int]) -> int:
+        """Bytes of one sync-group collective of these units' pseudo-gradients, packed (`wire.pack`) and carried
+        in the run's wire format (`wire.collective_bytes`); float32's all-reduce: their shards' bytes."""
+        fmt = getattr(self.cfg, "wire_format", "none")
+        if fmt == "none":
+            return sum(self.costs.unit_bytes[u] for u in units)
+        return collective_bytes(sum(padded(self.costs.unit_bytes[u] // 4, fmt) for u in units), fmt, self.R)
+
     def sync_between_steps(self, step: int) -> Gen:
         raise NotImplementedError
 
@@ -275,7 +288,7 @@ class LocalSGDProgram(ReplicaProgram):
 class PostLocalSGDProgram(LocalSGDProgram):
     def sync_between_steps(self, step: int) -> Gen:
         for u in range(self.U):
-            yield from self.exchange("param_average", self.costs.unit_bytes[u], None, unit=u)
+            yield from self.exchange("param_average", self.wire_bytes([u]), None, unit=u)
         self.sync_finished(step)
 
 
@@ -285,7 +298,7 @@ class DiLoCoProgram(LocalSGDProgram):
 
     def whole_model_sync(self, step: int) -> Gen:
         """One all-reduce of the whole model's pseudo-gradient, then the outer step (also CO2's closing sync)."""
-        yield from self.exchange("sync_reduce", self.costs.model_bytes, None)
+        yield from self.exchange("sync_reduce", self.wire_bytes(list(range(self.U))), None)
         yield Work("outer_step", sum(self.costs.outer_step_s))
         self.sync_finished(step)
 
@@ -303,7 +316,7 @@ class CO2Program(DiLoCoProgram):
 
     def sync_between_steps(self, step: int) -> Gen:
         previous = self.in_flight
-        self.in_flight = "local" if self.R == 1 else (yield Issue("co2_reduce", self.costs.model_bytes))
+        self.in_flight = "local" if self.R == 1 else (yield Issue("co2_reduce", self.wire_bytes(list(range(self.U)))))
         yield from self.land(previous)
         self.sync_finished(step)
 
@@ -394,7 +407,7 @@ class EDiTProgram(LocalSGDProgram):
 
     def issue(self, unit: int) -> Gen:
         self.pending[unit] = None if self.R == 1 else (
-            yield Issue("sync_reduce", self.costs.unit_bytes[unit], unit=unit))
+            yield Issue("sync_reduce", self.wire_bytes([unit]), unit=unit))
 
     def finish(self, unit: int) -> Gen:
         h = self.pending.pop(unit)
@@ -469,7 +482,67 @@ class AEDiTProgram(EDiTProgram):
                 return
 
 
+class StreamingDiLoCoProgram(LocalSGDProgram):
+    """methods/streaming.py: a fragment leaves every H/P steps and lands `fragment_sync_delay` steps later."""
+
+    def __init__(self, cfg: RunConfig, costs: Costs, replica: int) -> None:
+        super().__init__(cfg, costs, replica)
+        self.fragments = fragment_units(self.U, cfg.fragments)
+        self.delay = cfg.fragment_sync_delay
+        self.in_flight: tuple[int, Handle | None, int] | None = None  # (fragment, its all-reduce, landing step)
+        self.fragment_last = [cfg.warmup_steps] * cfg.fragments
+
+    def create_anchors(self, step: int) -> None:
+        super().create_anchors(step)
+        self.fragment_last = [step] * len(self.fragments)
+        self.in_flight = None
+
+    def after_optimizer(self, step: int) -> Gen:
+        if not self.outer:
+            return
+        n, cfg = step + 1, self.cfg
+        if self.in_flight is not None and self.in_flight[2] == n:
+            yield from self.land(n)
+        f = fragment_landing(n + self.delay, cfg.warmup_steps, cfg.sync_interval, cfg.fragments)
+        if f is not None and (yield from self.go_on(n)):
+            h = None if self.R == 1 else (yield Issue("sync_reduce", self.wire_bytes(self.fragments[f])))
+            self.in_flight = (f, h, n + self.delay)
+            if self.delay == 0:
+                yield from self.land(n)
+
+    def stop_here(self, step: int, spent: bool) -> Gen:
+        if self.in_flight is not None:
+            return False
+        return (yield from super().stop_here(step, spent))
+
+    def land(self, step: int) -> Gen:
+        assert self.in_flight is not None
+        f, h, _ = self.in_flight
+        self.in_flight = None
+        if h is not None:
+            yield Wait(h)
+        for u in self.fragments[f]:
+            yield Work("outer_step", self.costs.outer_step_s[u], unit=u)
+        self.fragment_last[f] = step
+        self.sync_finished(step)
+        return f
+
+    def finalize(self, step: int) -> Gen:
+        if not self.outer:
+            return
+        landed = (yield from self.land(step)) if self.in_flight is not None else None
+        trained = yield from self.final_sync_needed(step)
+        last = self.last_sync_step
+        need = [f for f in range(len(self.fragments)) if trained or self.fragment_last[f] < last or f == landed]
+        if need:
+            units = [u for f in need for u in self.fragments[f]]
+            yield from self.exchange("sync_reduce", self.wire_bytes(units), None)
+            for u in units:
+                yield Work("outer_step", self.costs.outer_step_s[u], unit=u)
+            self.sync_finished(step)
+
+
 PROGRAMS: dict[str, type[ReplicaProgram]] = {
     "sync": ReplicaProgram, "post_local_sgd": PostLocalSGDProgram, "diloco": DiLoCoProgram,
-    "co2": CO2Program, "edit": EDiTProgram, "aedit": AEDiTProgram,
+    "co2": CO2Program, "edit": EDiTProgram, "aedit": AEDiTProgram, "streaming_diloco": StreamingDiLoCoProgram,
 }

@@ -97,6 +97,7 @@ METHOD_COLORS: dict[str, str] = {
     "co2": "#E377C2",
     "edit": "#1F77B4",
     "aedit": "#D62728",
+    "streaming_diloco": "#2CA02C",
 }
 
 

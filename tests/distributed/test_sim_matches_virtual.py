@@ -40,6 +40,8 @@ PAUSES = dict(random_pause_prob=0.3, random_pause_ms=20.0)
 #: Every method of the registry; a layer-wise syncing method (EDiT) also without prefetch.
 VARIANTS: dict[str, dict[str, Any]] = {m: dict(method=m) for m in METHODS}
 VARIANTS["edit-noprefetch"] = dict(method="edit", prefetch=False)
+# two fragments; no overlap, which τ = 2 (one step per fragment) leaves no room for: overlap in BUDGETS and WIRE
+VARIANTS["streaming_diloco"] = dict(method="streaming_diloco", fragments=2, fragment_sync_delay=0)
 
 #: Step-count runs: the two meshes (shards x replicas), tau 2 and 4, each a kind of slowness.
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -56,6 +58,20 @@ BUDGETS: dict[str, dict[str, Any]] = {
     "aedit-1x2-slow-link-pauses": dict(method="aedit", shards=1, sync_period=0.05, **SLOW_LINK, **PAUSES),
     "edit-1x2-straggler-slow-link": dict(method="edit", shards=1, sync_interval=4, **STRAGGLER, **SLOW_LINK),
     "sync-2x2-pauses": dict(method="sync", shards=2, **PAUSES),
+    "streaming-1x2-overlap-straggler-slow-link": dict(method="streaming_diloco", shards=1, sync_interval=4,
+                                                      fragment_sync_delay=1, **STRAGGLER, **SLOW_LINK),
+}
+
+#: Compressed pseudo-gradients (edit_lab/wire.py): the bytes the run records are the ones the simulator charges.
+WIRE: dict[str, dict[str, Any]] = {
+    "diloco-int8-1x2": dict(method="diloco", shards=1, sync_interval=2, wire_format="int8", **SLOW_LINK),
+    "edit-bf16-2x2": dict(method="edit", shards=2, sync_interval=2, wire_format="bf16", **SLOW_LINK),
+    "co2-int4-feedback-1x2": dict(method="co2", shards=1, sync_interval=2, wire_format="int4", error_feedback=True,
+                                  **SLOW_LINK),
+    "post_local_sgd-int8-1x2": dict(method="post_local_sgd", shards=1, sync_interval=2, wire_format="int8",
+                                    **SLOW_LINK),
+    "streaming-int4-overlap-2x2": dict(method="streaming_diloco", shards=2, sync_interval=4, fragment_sync_delay=1,
+                                       wire_format="int4", **STRAGGLER, **SLOW_LINK),
 }
 
 
@@ -100,8 +116,8 @@ def test_every_registered_method_has_a_program_and_is_checked():
     assert {v["method"] for v in VARIANTS.values()} == set(METHODS)
     both = {v["method"] for v in VARIANTS.values() if v.get("prefetch") is False}
     assert both == {"edit"} and capabilities("edit").layerwise_sync
-    # 6 methods and EDiT without prefetch, in 4 configurations each; 4 time-budget cases
-    assert (len(VARIANTS), len(CONFIGS), len(BUDGETS)) == (7, 4, 4)
+    # 7 methods and EDiT without prefetch, in 4 configurations each; 5 time-budget cases; 5 wire formats' runs
+    assert (len(VARIANTS), len(CONFIGS), len(BUDGETS), len(WIRE)) == (8, 4, 5, 5)
 
 
 @pytest.mark.parametrize("config", CONFIGS)
@@ -117,6 +133,11 @@ def test_simulator_matches_the_virtual_clock_under_a_time_budget(virtual_run, ca
     if "straggler_replicas" in BUDGETS[case] and run.config.method == "aedit":  # the fast replica ran ahead
         steps = run.summary["per_replica"]
         assert steps["0"]["steps"] > steps["1"]["steps"]
+
+
+@pytest.mark.parametrize("case", WIRE)
+def test_simulator_matches_the_virtual_clock_in_a_wire_format(virtual_run, case):
+    assert_agree(virtual_run(**WIRE[case]))
 
 
 def test_a_departure_shows(virtual_run):

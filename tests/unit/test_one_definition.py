@@ -88,7 +88,7 @@ def test_capabilities_are_the_registrys_and_the_classes_take_theirs_from_it():
     with pytest.raises(TypeError, match="has_penalty"):  # a class restating one is refused
         type("Restated", (CLASSES["edit"],), {"name": "edit", "has_penalty": True})
     local = {m for m in METHODS if capabilities(m).is_local_sgd}
-    assert local == {"post_local_sgd", "diloco", "co2", "edit", "aedit"}
+    assert local == {"post_local_sgd", "diloco", "co2", "edit", "aedit", "streaming_diloco"}
     assert {m for m in METHODS if capabilities(m).has_penalty} == {"edit", "aedit"}
     assert {m for m in METHODS if capabilities(m).time_triggered} == {"aedit"}
     assert {m for m in METHODS if capabilities(m).layerwise_sync} == {"edit", "aedit"}

@@ -1,0 +1,150 @@
+"""Compressed pseudo-gradients: the wire formats of a Local-SGD sync (`RunConfig.wire_format`, `error_feedback`).
+
+A sync moves every replica's pseudo-gradient Δ = a − θ across the sync group, the biggest transfer of a
+Local-SGD run. Streaming DiLoCo (Douillard et al., 2025) sends it in 4 bits and loses almost nothing; the
+lab lets every Local-SGD method send it as
+
+- ``none``: float32, an all-reduce (the lab's default, and every run before this module);
+- ``bf16``: bfloat16, an all-reduce of the bf16 tensor: a sum of bf16 values is defined, gloo and NCCL
+  reduce it, and every addition rounds to bf16 (8 bits of mantissa);
+- ``int8`` / ``int4``: symmetric integer codes with one float32 scale per block of `BLOCK` values
+  (absmax / 127, absmax / 7). A *sum of codes* is not defined (each replica's block has its own scale),
+  so these travel as an **all-gather** of each replica's codes and scales (one uint8 tensor): every rank
+  then decodes the R payloads and sums them in float32, in replica order. An all-gather delivers R
+  payloads, so it is recorded (and charged by the link) as R × the payload, the lab's convention for every
+  all-gather (`Comm.all_gather`): at R = 2 int8 moves half of float32's bytes and int4 a quarter, but the
+  gathered bytes grow with R, so int8 stops paying at R = 4 and int4 at R = 8 (`collective_bytes`).
+
+Where it happens: `OuterState.pseudo_gradient` (outer.py) hands every method the *decompressed* Δ̂ =
+decode(encode(Δ + e)), so what the penalty judges, weighs and clips is what travels; with error feedback
+(Seide et al. 2014; Karimireddy et al. 2019) it keeps e ← (Δ + e) − Δ̂ for the next sync, per unit, on
+this rank's shard. `Comm.all_reduce` then carries the pseudo-gradient kinds of the sync group
+(`PSEUDO_GRADIENT_KINDS`) in the wire format: re-encoding Δ̂ (or w·Δ̂, EDiT's weighted one) gives back the
+same codes up to float rounding, so the bytes on the wire are the compressed tensor's own size, and the
+link model (comm.py) and the virtual clock charge that size because it is the tensor's.
+
+The byte counts (`payload_bytes`, `collective_bytes`) import no torch: the preview simulator charges them.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+WIRE_FORMATS: tuple[str, ...] = ("none", "bf16", "int8", "int4")
+#: Values per float32 scale of the integer formats: 1.6 % overhead on int8's bytes, 3.1 % on int4's.
+BLOCK = 256
+#: The sync-group collectives that carry pseudo-gradients (or, for post_local_sgd, what stands for them).
+PSEUDO_GRADIENT_KINDS: frozenset[str] = frozenset({"sync_reduce", "co2_reduce", "param_average"})
+_LEVELS = {"int8": 127, "int4": 7}
+
+
+def blockwise(fmt: str) -> bool:
+    """Integer codes with per-block scales: the formats that travel as an all-gather."""
+    return fmt in _LEVELS
+
+
+def padded(numel: int, fmt: str) -> int:
+    """Values one tensor of `numel` takes on the wire: a whole number of blocks for the integer formats."""
+    return -(-numel // BLOCK) * BLOCK if blockwise(fmt) else numel
+
+
+def payload_bytes(numel: int, fmt: str) -> int:
+    """Bytes one replica puts on the wire for a tensor of `numel` float32 values."""
+    if fmt == "none":
+        return 4 * numel
+    if fmt == "bf16":
+        return 2 * numel
+    blocks = -(-numel // BLOCK)
+    codes = blocks * BLOCK if fmt == "int8" else blocks * BLOCK // 2
+    return codes + 4 * blocks
+
+
+def collective_bytes(numel: int, fmt: str, replicas: int) -> int:
+    """The bytes the lab records (and the link charges) for one sync-group collective of `numel` values:
+    the tensor's size for an all-reduce, R payloads for the integer formats' all-gather."""
+    return payload_bytes(numel, fmt) * (replicas if blockwise(fmt) else 1)
+
+
+def check(fmt: str) -> None:
+    if fmt not in WIRE_FORMATS:
+        raise ValueError(f"wire format {fmt!r}: one of {', '.join(WIRE_FORMATS)}")
+
+
+# ------------------------------------------------------------------------------------------- torch
+def encode(x: Any, fmt: str) -> Any:
+    """The bytes of `x` (flat float32) in an integer format: codes (padded to whole blocks), then the
+    float32 scales, as one uint8 tensor; `decode` reverses it."""
+    import torch
+
+    levels = _LEVELS[fmt]
+    n = x.numel()
+    blocks = -(-n // BLOCK)
+    xp = torch.zeros(blocks * BLOCK, dtype=torch.float32, device=x.device)
+    xp[:n] = x.reshape(-1)
+    xb = xp.view(blocks, BLOCK)
+    scale = xb.abs().amax(dim=1) / levels  # 0 for an all-zero block: its codes are 0, decoded to 0
+    safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    q = torch.round(xb / safe[:, None]).clamp_(-levels, levels).to(torch.int8)
+    if fmt == "int8":
+        codes = q.view(torch.uint8).reshape(-1)
+    else:  # two 4-bit codes per byte, q + 8 in 1..15
+        nib = (q + 8).to(torch.uint8).reshape(-1, 2)
+        codes = nib[:, 0] | (nib[:, 1] << 4)
+    return torch.cat([codes, scale.contiguous().view(torch.uint8)])
+
+
+def decode(payload: Any, numel: int, fmt: str) -> Any:
+    """Float32 values of one `encode`d payload (the first `numel`)."""
+    import torch
+
+    blocks = -(-numel // BLOCK)
+    ncodes = payload.numel() - 4 * blocks
+    codes, scale = payload[:ncodes], payload[ncodes:].contiguous().view(torch.float32)
+    if fmt == "int8":
+        q = codes.contiguous().view(torch.int8).to(torch.float32)
+    else:
+        lo = (codes & 0x0F).to(torch.int16) - 8
+        hi = (codes >> 4).to(torch.int16) - 8
+        q = torch.stack([lo, hi], dim=1).reshape(-1).to(torch.float32)
+    return (q.view(blocks, BLOCK) * scale[:, None]).reshape(-1)[:numel]
+
+
+def roundtrip(x: Any, fmt: str) -> Any:
+    """What the other replicas receive of `x`: decode(encode(x)), or x rounded to bf16, or x itself."""
+    import torch
+
+    if fmt == "none":
+        return x
+    if fmt == "bf16":
+        return x.to(torch.bfloat16).to(x.dtype)
+    return decode(encode(x.reshape(-1), fmt), x.numel(), fmt).view_as(x).to(x.dtype)
+
+
+def pack(pieces: list[Any], fmt: str) -> Any:
+    """One flat tensor of several units' pseudo-gradients, each starting on a block boundary in the integer
+    formats (so that re-encoding the whole gives each unit's own codes back); `unpack` splits it."""
+    import torch
+
+    if not blockwise(fmt):
+        return torch.cat(pieces)
+    out = torch.zeros(sum(padded(p.numel(), fmt) for p in pieces), dtype=pieces[0].dtype, device=pieces[0].device)
+    off = 0
+    for p in pieces:
+        out[off:off + p.numel()] = p
+        off += padded(p.numel(), fmt)
+    return out
+
+
+def unpack(flat: Any, sizes: list[int], fmt: str) -> list[Any]:
+    """The pieces of a `pack`ed tensor (views)."""
+    out, off = [], 0
+    for n in sizes:
+        out.append(flat[off:off + n])
+        off += padded(n, fmt)
+    return out
+
+
+def compression_ratio(fmt: str, replicas: int, numel: int = 1 << 20) -> float:
+    """Recorded bytes against float32's all-reduce, for a tensor of `numel` values (docs, lesson)."""
+    return collective_bytes(numel, fmt, replicas) / (4 * numel) if numel else math.nan

@@ -1,0 +1,115 @@
+"""An independent DiLoCo and Streaming DiLoCo: torchft's own `DiLoCo` on plain, unsharded replicas.
+
+What the lab's `diloco` and `streaming_diloco` must equal, to float rounding, on 1 shard × R replicas. Each
+replica is a thread of this process holding the *full* model (no sharding, no engine, no `Comm`): a torchft
+`Manager` (its own `ProcessGroupGloo` and TCP store, one `LighthouseServer` for the job), the same AdamW
+and gradient clipping as the engine, the replica's batches, and `torchft.local_sgd.DiLoCo` wrapping the
+inner optimizer with one Nesterov `SGD` per fragment. A fragment is an `nn.ModuleList` of the lab's sync
+units (`Llama.units()`: the root unit, then the blocks), split as `schedule.fragment_units` splits them.
+
+Where the two definitions meet (and where they do not):
+- torchft has no warm-up: the lab runs with W = 0, its anchors at step 0 as torchft saves them at start;
+- torchft's `sync_every` is the lab's H (`sync_interval`), split into P fragments of H/P steps; fragment p
+  is prepared (Δ measured, all-reduce started) `fragment_sync_delay` steps before it is performed, and
+  performed after H/P·(p + 1) + k·H inner steps: the lab's `fragment_landing`;
+- the perform is: outer step on the restored anchor, the anchor saved, then θ ← lerp(anchor, θ_local, α)
+  (`fragment_update_alpha`): the lab's `land`, in the same order;
+- the lab ends with a closing sync (`finalize`); torchft stops where its loop stops. The oracle is compared
+  at each outer step, the closing sync aside.
+
+Threads, not processes: a replica group of torchft is a `Manager`, and two of them in one process start in
+a fraction of a second, where fresh processes would each import torch first. Each thread records, after
+every outer step, its parameters θ and every fragment's anchor (`original_parameters`).
+"""
+
+from __future__ import annotations
+
+import datetime
+import threading
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from edit_lab.config import RunConfig
+from edit_lab.data import Corpus, load_corpus, train_batch
+from edit_lab.model import build_model
+from edit_lab.schedule import fragment_units
+from edit_lab.worker import make_optimizer
+
+
+def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, out: dict[int, Any],
+             errors: list[BaseException]) -> None:
+    try:
+        from torchft import Manager
+        from torchft.local_sgd import DiLoCo
+        from torchft.process_group import ProcessGroupGloo
+        import torch.distributed as dist
+
+        torch.manual_seed(cfg.seed)
+        corpus = Corpus.from_bytes(load_corpus(cfg.data))
+        model = build_model(cfg.model, cfg.seed)
+        units = model.units()
+        frags = [nn.ModuleList([units[u] for u in us]) for us in fragment_units(len(units), fragments)]
+        inner = make_optimizer(cfg, list(model.parameters()))
+        outers = [torch.optim.SGD(f.parameters(), lr=cfg.outer_lr, momentum=cfg.outer_momentum,
+                                  nesterov=cfg.outer_nesterov, fused=True) for f in frags]
+        store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+        timeout = datetime.timedelta(seconds=30)
+        manager = Manager(pg=ProcessGroupGloo(timeout=timeout), min_replica_size=cfg.replicas, use_async_quorum=False,
+                          load_state_dict=lambda sd: (model.load_state_dict(sd["model"]),
+                                                      inner.load_state_dict(sd["inner"])),
+                          state_dict=lambda: {"model": model.state_dict(), "inner": inner.state_dict()},
+                          replica_id=f"lab_{replica}", store_addr="127.0.0.1", store_port=store.port, rank=0,
+                          world_size=1, lighthouse_addr=lighthouse, connect_timeout=timeout, quorum_timeout=timeout,
+                          timeout=timeout, init_sync=False)
+        snapshots: list[dict[str, Any]] = []
+        losses: list[float] = []
+        try:
+            streaming = cfg.method == "streaming_diloco"  # diloco: one fragment, no overlap, no mixing
+            with DiLoCo(manager, frags, inner, outers, sync_every=cfg.sync_interval,
+                        fragment_sync_delay=cfg.fragment_sync_delay if streaming else 0,
+                        fragment_update_alpha=cfg.fragment_update_alpha if streaming else 0.0,
+                        backup_device=torch.device("cpu"), pin_memory=False) as diloco:
+                for step in range(cfg.steps):
+                    before = manager.current_step()
+                    inner.zero_grad(set_to_none=True)
+                    x, y = train_batch(corpus, step, replica, 0, cfg.batch_size, cfg.seq_len, cfg.seed)
+                    loss = model(x, y)
+                    loss.backward()
+                    losses.append(float(loss.detach()))
+                    if cfg.grad_clip > 0:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                    inner.step()  # DiLoCo's post-hook: prepare and perform fragments
+                    if manager.current_step() != before:  # an outer step committed after this step
+                        snapshots.append({"step": step + 1, "theta": {k: v.detach().clone()
+                                                                      for k, v in model.state_dict().items()},
+                                          "anchors": [{n: f.original_parameters[n].detach().clone()
+                                                       for n in f.original_parameters} for f in diloco._fragments]})
+        finally:
+            manager.shutdown(wait=False)
+        out[replica] = {"snapshots": snapshots, "losses": losses, "fragments": fragment_units(len(units), fragments)}
+    except BaseException as e:  # surfaced by the caller with the replica's traceback
+        errors.append(e)
+
+
+def torchft_diloco(cfg: RunConfig, fragments: int = 1) -> list[dict[str, Any]]:
+    """Run torchft's DiLoCo on cfg.replicas threads; per replica: {"snapshots": [{step, theta, anchors}],
+    "fragments": [[unit, …] per fragment]}, one snapshot after every committed outer step."""
+    from torchft.coordination import LighthouseServer
+
+    lighthouse = LighthouseServer(bind="[::]:0", min_replicas=cfg.replicas)
+    out: dict[int, Any] = {}
+    errors: list[BaseException] = []
+    threads = [threading.Thread(target=_replica, args=(cfg, r, lighthouse.address(), fragments, out, errors))
+               for r in range(cfg.replicas)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    finally:
+        lighthouse.shutdown()
+    if errors:
+        raise errors[0]
+    return [out[r] for r in range(cfg.replicas)]
