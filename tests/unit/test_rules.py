@@ -201,7 +201,7 @@ def test_run_config_refuses_a_gradient_all_reduce_rule_naming_the_field_where_it
     ok = rule_source(ring_all_reduce)
     with pytest.raises(ConfigError, match=r"^grad_all_reduce_rule=.* is not allowed: None with method='diloco' and "
                                           r"warmup_steps=0: .*sync all-reduces the gradients every step, "
-                                          r"post_local_sgd, diloco, co2, edit, aedit only in their warmup_steps"):
+                                          r"post_local_sgd, diloco, co2, edit, aedit, streaming_diloco only in their warmup_steps"):
         RunConfig(method="diloco", warmup_steps=0, grad_all_reduce_rule=ok).validate()
     with pytest.raises(ConfigError, match=r"^grad_all_reduce_rule=.* is not allowed: None with replicas=1"):
         RunConfig(method="sync", replicas=1, grad_all_reduce_rule=ok).validate()
@@ -280,7 +280,7 @@ def test_run_config_refuses_an_outer_step_rule_naming_the_field_and_the_methods(
                          ("co2", "co2's outer step is its own")):
         with pytest.raises(ConfigError, match=rf"^outer_step_rule='def nesterov_step.*' is not allowed with "
                                               rf"method='{method}': the rule replaces the outer optimizer of diloco, "
-                                              rf"edit, aedit only; .*{says}"):
+                                              rf"edit, aedit, streaming_diloco only; .*{says}"):
             RunConfig(method=method, outer_step_rule=good).validate()
     with pytest.raises(ConfigError, match=r"^outer_step_rule=3 is not allowed"):
         RunConfig(method="diloco", outer_step_rule=3).validate()
