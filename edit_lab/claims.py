@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .analysis import comm_split, events_table, replica_table
+from .config import cores
 from .run import Run
 from .verdict import Verdict, verdict
 
@@ -39,8 +40,6 @@ def ranks_and_cores(run: Run, n_cores: int | None = None) -> tuple[int, int]:
     """(ranks of the run, the cores they shared): `n_cores`, else the cores this process may use, since a
     lesson's runs are launched from its kernel (a run recorded elsewhere needs its own count passed in).
     A virtual run's ranks share none (the cost model times them)."""
-    from .claims_stragglers import cores  # claims_stragglers imports this module
-
     return run.config.world_size, n_cores if n_cores is not None else cores()
 
 

@@ -13,7 +13,6 @@ quotes one computation, not a copy per notebook.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from .analysis import capacity_bound, comm_split, replica_table, rounds_table
+from .config import cores  # noqa: F401  (the lessons import it from here)
 from .claims import SEED, SHORT, blocked_ms_per_step, larger, smaller, timing_reason
 from .run import Run
 from .verdict import Verdict, verdict
@@ -31,14 +31,6 @@ TWO_CORES = ("four ranks share two cores: a rank that waits lends its core, so u
 
 
 # ------------------------------------------------------------------------------------ cores and ranks
-def cores() -> int:
-    """The cores this process may run on (the affinity mask where the OS has one: a container's share)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # macOS, Windows
-        return os.cpu_count() or 1
-
-
 def own_core_shards(replicas: int, n_cores: int, most: int = 2) -> int:
     """Shards per replica that give every rank a core of its own (at least 1, at most `most`): with fewer
     cores than ranks a waiting rank lends its core to the others and the capacity bound moves (06)."""

@@ -29,6 +29,17 @@ from .registry import METHODS, capabilities
 from .sizes import SIZES
 from .wire import WIRE_FORMATS
 
+
+def cores() -> int:
+    """The cores this process may run on (the affinity mask where the OS has one: a container's share).
+
+    The lab's one core count: the virtual clock's lanes (`virtual_lanes = 0`: one per core) and the lessons'
+    reasons for a timing (ranks per core) both read it."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
 INNER_OPTIMIZERS = ("adamw", "sgd")
 BACKENDS = ("auto", "gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, RunConfig
+from .config import ConfigError, RunConfig, cores
 from .rundir import ProgressFile
 
 #: The default costs: the calibration of this shipped example run (nano, 2 shards × 2 replicas, seq_len 32).
@@ -195,8 +195,6 @@ MAX_AUTO_LANES = 4
 def lanes_for(cfg: RunConfig) -> int:
     """How many ranks compute at once: `cfg.virtual_lanes`, or one per core (at most MAX_AUTO_LANES), never more
     than the ranks."""
-    from .claims_stragglers import cores
-
     n = cfg.virtual_lanes or min(cores(), MAX_AUTO_LANES)
     return max(1, min(n, cfg.world_size))
 
