@@ -32,6 +32,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from results_io import write_result  # noqa: E402
 
+from edit_lab.claims_streaming import measure  # noqa: E402  (the one reading, notebook 09's too)
+
 BASE = dict(model="tiny", shards=1, replicas=2, seq_len=64, batch_size=8, warmup_steps=4, sync_interval=8,
             eval_every=0, eval_batches=4, progress=False, clock="virtual")
 STREAM = dict(method="streaming_diloco", fragments=4, fragment_sync_delay=1, fragment_update_alpha=0.5)
@@ -50,20 +52,6 @@ VARIANTS: tuple[tuple[str, dict], ...] = (
     ("edit none", dict(method="edit")),
     ("edit int4 +EF", dict(method="edit", wire_format="int4", error_feedback=True)),
 )
-
-
-def measure(run) -> dict:
-    """Bytes per pseudo-gradient collective, per step (peak, mean) and the final loss, from the run's records."""
-    events = [e for e in run.events_of("sync_reduce", rank=0) if e.get("group") == "sync"]
-    end = max(m["t"] for m in run.metrics if m["kind"] == "train" and m.get("replica") == 0)  # the last step end
-    per_step: dict[int, int] = defaultdict(int)
-    for e in events:
-        if e["t0"] < end:  # issued in a training step, not by the closing sync of `finalize`
-            per_step[e["step"]] += e["bytes"]
-    steps = run.config.steps
-    return {"collective_bytes": sorted({e["bytes"] for e in events}), "collectives": len(events),
-            "peak_step_bytes": max(per_step.values(), default=0),
-            "mean_step_bytes": sum(e["bytes"] for e in events) / steps, "val_loss": run.val_losses()[-1][1]}
 
 
 def bench(seeds: list[int], steps: int, tmp: Path) -> list[dict]:

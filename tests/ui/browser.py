@@ -40,7 +40,7 @@ RUN_IN_BROWSER_BY = {
     "test_straggler_panel.py": ("06_stragglers_and_aedit.ipynb",),
     "test_course_in_browser.py": ("01_synchronous_data_parallel.ipynb", "02_local_sgd_and_diloco.ipynb",
                                   "03_sharding_meets_local_sgd.ipynb", "07_scaling_out.ipynb",
-                                  "08_capstone.ipynb"),
+                                  "08_capstone.ipynb", "09_streaming_diloco.ipynb"),
 }
 #: The notebooks whose only browser test is the generic one (run, drawn, readable): test_course_in_browser.py.
 COURSE_IN_BROWSER = RUN_IN_BROWSER_BY["test_course_in_browser.py"]
