@@ -214,6 +214,11 @@ class AEDiTMethod(EDiTMethod):
     # endregion aedit-meeting
 
     # ------------------------------------------------------------ the sync: EDiT's, with round-aware weights
+    def full_round(self, steps: list[int]) -> bool:
+        """A-EDiT's closing round is a full one when its total reaches N_min, as every round it syncs: with a period
+        shorter than a step and N_min = R·τ it then syncs and judges exactly as EDiT does."""
+        return sum(steps) >= max(self.cfg.min_sync_steps, 1)
+
     @torch.no_grad()
     def start_sync(self, step: int, judge: bool = True, judge_full_round: bool = False) -> None:
         super().start_sync(step, judge, judge_full_round)
@@ -246,7 +251,8 @@ class AEDiTMethod(EDiTMethod):
         while True:
             if self.meet(step, self.replica_clock(), done=True):
                 assert self.meeting is not None
-                self.start_sync(step, judge=not self.meeting.all_done)  # the closing round: see EDiT's
+                # the closing round: judged when it is a round the timer would have synced anyway (see EDiT's)
+                self.start_sync(step, judge=not self.meeting.all_done, judge_full_round=True)
                 for unit in range(self.engine.n_units):
                     self.pre_unit(unit)
             assert self.meeting is not None

@@ -152,6 +152,11 @@ class EDiTMethod(LocalSGDMethod):
 
     # ------------------------------------------------------------ the sync, in stages
     @torch.no_grad()
+    def full_round(self, steps: list[int]) -> bool:
+        """Does a closing sync whose replicas trained `steps` local steps end a full round, one the schedule would
+        have synced anyway (and so is judged)? EDiT's: every replica trained τ steps."""
+        return all(k == self.cfg.sync_interval for k in steps)
+
     def start_sync(self, step: int, judge: bool = True, judge_full_round: bool = False) -> None:
         """Stages 1–2: every unit's norm, everyone's norms and steps, the anomaly decisions, the weights.
 
@@ -185,8 +190,8 @@ class EDiTMethod(LocalSGDMethod):
         everyone = torch.zeros(R * n_units * len(DECISION_FIELDS), dtype=torch.float64, device=dev)
         self.comm.all_gather(everyone, mine, group="sync", kind="sync_decisions")
         self.decisions = everyone.reshape(R, n_units, len(DECISION_FIELDS)).cpu()
-        if not judge and judge_full_round:  # EDiT's closing sync: judged when every replica's round is a full τ
-            judge = all(int(k) == self.cfg.sync_interval for k in self.decisions[:, 0, COLUMN.steps].tolist())
+        if not judge and judge_full_round:  # the closing sync: judged when it ends a full round (`full_round`)
+            judge = self.full_round([int(k) for k in self.decisions[:, 0, COLUMN.steps].tolist()])
         self.closing = not judge
         self.decide(judge)
         self.weights = []

@@ -78,6 +78,11 @@ def _phases(evs: list[dict[str, Any]]) -> tuple[float, float] | None:
     fwd_end = max(e["t1"] for e in fwd)
     if any(e["group"] == "sync" and e["t0"] < fwd_end and e["t1"] > start for e in evs):
         return None  # EDiT's sync inside this forward: not a plain forward (the simulator adds the sync itself)
+    if max(bwd_end) <= fwd_end:
+        # a forward compute recorded after the step's last backward span (a step cut short, or its spans out of
+        # order): no phase to measure. Kept, it gave a negative backward wall, the stretch factor of every
+        # unit's backward turned negative, and Costs refused the calibration (seen on a short 1 x 2 run)
+        return None
     return fwd_end - start, max(bwd_end) - fwd_end
 
 
