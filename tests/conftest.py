@@ -26,7 +26,7 @@ LONGEST_FIRST = ("tests/ui/test_course_in_browser.py",  # ~230 (01, 02, 03, 07, 
                  "tests/ui/test_notebooks_in_browser.py",  # ~220 (00, 04, 05)
                  "tests/ui/test_straggler_panel.py",  # ~150 (06 and its panel's run)
                  "tests/ui/test_subshells.py",  # ~170 (the panel's Run and the interrupt, comms on and off subshells)
-                 "tests/notebooks/test_nbval.py",  # ~90 (03, 06, 07 and 08 under nbval, against their references)
+                 "tests/notebooks/test_nbval.py",  # ~120 (03, 06, 07, 08 and 09 under nbval, against their references)
                  "tests/install/test_binder.py",  # ~35
                  "tests/notebooks/test_notebooks.py",  # hygiene; papermill only where no browser runs a lesson
                  "tests/ui/test_checks_catch_problems.py",  # ~60
