@@ -117,6 +117,32 @@ def install() -> None:
         pd.set_option("display.notebook_repr_html", False)
     except ImportError:
         pass
+    honour_semicolons()
+
+
+def honour_semicolons() -> None:
+    """A cell ending in `;` shows no result, in this kernel as in the student's.
+
+    IPython reads the `;` from the history of inputs, and nbval runs its cells without storing them there, so
+    under nbval `score();` showed its result, which the reference (run by papermill) does not hold. The test
+    kernel reads the `;` from the cell being run instead."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is None:
+        return
+    running = {"cell": None}
+    shell.events.register("pre_run_cell", lambda info: running.__setitem__("cell", info.raw_cell))
+    hook = shell.displayhook
+    history_quiet = hook.quiet
+
+    def quiet() -> bool:
+        cell = running["cell"]
+        return hook.semicolon_at_end_of_expression(cell) if cell is not None else history_quiet()
+
+    hook.quiet = quiet
 
 
 def kernel_env(scratch: Path) -> dict[str, str]:
