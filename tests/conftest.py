@@ -22,8 +22,9 @@ if importlib.util.find_spec("edit_lab") is None:
 #: The longest test files, longest first (seconds of a fresh clone's run on 2 cores). `make test` runs pytest
 #: with two xdist workers, each taking one whole file at a time in this order (--no-loadscope-reorder):
 #: started first, they run side by side instead of leaving one worker alone with them at the end.
-LONGEST_FIRST = ("tests/ui/test_course_in_browser.py",  # ~230 (01, 02, 03, 07, 08)
-                 "tests/ui/test_notebooks_in_browser.py",  # ~220 (00, 04, 05)
+LONGEST_FIRST = ("tests/ui/test_notebooks_in_browser.py",  # ~250 (00, 04, 05)
+                 "tests/ui/test_course_in_browser.py",  # ~200 (01, 02, 03)
+                 "tests/ui/test_course_later_in_browser.py",  # ~170 (07, 08, 09)
                  "tests/ui/test_straggler_panel.py",  # ~150 (06 and its panel's run)
                  "tests/ui/test_subshells.py",  # ~170 (the panel's Run and the interrupt, comms on and off subshells)
                  "tests/notebooks/test_nbval.py",  # ~120 (03, 06, 07, 08 and 09 under nbval, against their references)

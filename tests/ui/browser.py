@@ -38,12 +38,14 @@ RUN_IN_BROWSER_BY = {
     "test_notebooks_in_browser.py": ("00_welcome.ipynb", "04_layerwise_sync_and_prefetch.ipynb",
                                      "05_pseudo_gradient_penalty.ipynb"),
     "test_straggler_panel.py": ("06_stragglers_and_aedit.ipynb",),
+    # the rest of the course in two files, so that two pytest workers run them side by side (about 360 s in one)
     "test_course_in_browser.py": ("01_synchronous_data_parallel.ipynb", "02_local_sgd_and_diloco.ipynb",
-                                  "03_sharding_meets_local_sgd.ipynb", "07_scaling_out.ipynb",
-                                  "08_capstone.ipynb", "09_streaming_diloco.ipynb"),
+                                  "03_sharding_meets_local_sgd.ipynb"),
+    "test_course_later_in_browser.py": ("07_scaling_out.ipynb", "08_capstone.ipynb", "09_streaming_diloco.ipynb"),
 }
-#: The notebooks whose only browser test is the generic one (run, drawn, readable): test_course_in_browser.py.
+#: The notebooks whose only browser test is the generic one (run, drawn, readable), by file.
 COURSE_IN_BROWSER = RUN_IN_BROWSER_BY["test_course_in_browser.py"]
+COURSE_LATER_IN_BROWSER = RUN_IN_BROWSER_BY["test_course_later_in_browser.py"]
 
 
 def find_chromium() -> str | None:

@@ -1,6 +1,7 @@
-"""The rest of the course (01, 02, 03, 07, 08) through JupyterLab, readability checked: with 00, 04, 05 and 06
-(test_notebooks_in_browser.py, test_straggler_panel.py) every notebook of the course runs in the browser in
-`make test`.
+"""The rest of the course through JupyterLab, readability checked: 01, 02 and 03 here, 07, 08 and 09 in
+test_course_later_in_browser.py (two files, so that two pytest workers run them side by side); with 00, 04, 05
+and 06 (test_notebooks_in_browser.py, test_straggler_panel.py) every notebook of the course runs in the browser
+in `make test`.
 
 Each runs through the menus with its small test parameters and is checked as the others are: no error on the
 page, everything the kernel sent drawn, no ✗ for a claim that is not a timing, every check "not answered yet",
@@ -23,6 +24,11 @@ pytestmark = [pytest.mark.ui, pytest.mark.slow, pytest.mark.timeout(1200)]
 
 @pytest.mark.parametrize("name", COURSE_IN_BROWSER)
 def test_notebook_runs_and_reads_well_in_the_browser(open_notebook, name):
+    check_in_the_browser(open_notebook, name)
+
+
+def check_in_the_browser(open_notebook, name: str) -> None:
+    """Run All Cells, everything drawn, no ✗ that is not a timing, readable at both viewports."""
     nb = open_notebook(name)
     run_all_and_check(nb)
     assert drawn_plotly_outputs(nb).count() >= 1, f"{name} should draw its figures"
