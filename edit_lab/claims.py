@@ -43,13 +43,20 @@ def ranks_and_cores(run: Run, n_cores: int | None = None) -> tuple[int, int]:
     return run.config.world_size, n_cores if n_cores is not None else cores()
 
 
+def step_times_ms(run: Run, from_step: int | None = None, replica: int | None = None) -> list[float]:
+    """The run's training step times (ms) from `from_step` on (default: the end of warm-up), of one replica or
+    of every replica (`replica=None`): what `step_noise_ms` and `median_step_ms` summarise."""
+    start = run.config.warmup_steps if from_step is None else from_step
+    return [1e3 * m["dt"] for m in run.metrics
+            if m.get("kind") == "train" and m.get("step", -1) >= start and m.get("dt") is not None
+            and (replica is None or m.get("replica") == replica)]
+
+
 def step_noise_ms(run: Run, replica: int = 0) -> float:
     """How much one of the run's steps varies (ms): the interquartile range of `replica`'s step times after
     warm-up. Steps of the same kind on a quiet machine differ by little; a rank that waits for a core, or
     other work on the machine, spreads them. NaN without steps after warm-up."""
-    dt = [1e3 * m["dt"] for m in run.metrics
-          if m.get("kind") == "train" and m.get("replica") == replica and m.get("step", -1) >= run.config.warmup_steps
-          and m.get("dt") is not None]
+    dt = step_times_ms(run, replica=replica)
     if len(dt) < 4:
         return float("nan")
     q = statistics.quantiles(dt, n=4)
@@ -288,9 +295,7 @@ def co2_counts_its_syncs(co2: Run, diloco: Run) -> Verdict:
 def median_step_ms(run: Run, from_step: int | None = None) -> float:
     """The median time of one training step (ms) over every replica's steps from `from_step` on (default: the end
     of warm-up): what a run's compute costs on this machine, sync waits included in the steps that sync."""
-    start = run.config.warmup_steps if from_step is None else from_step
-    dt = [1e3 * m["dt"] for m in run.metrics
-          if m.get("kind") == "train" and m.get("step", -1) >= start and m.get("dt") is not None]
+    dt = step_times_ms(run, from_step)
     return statistics.median(dt) if dt else float("nan")
 
 

@@ -197,7 +197,7 @@ def all_working_share(run: Run) -> float:
     optimizer, an outer step, a validation or the straggler's busy-wait on any of its ranks): under EDiT the fast
     replica stops to wait once a round, under A-EDiT nobody does, so every core is busy more of the time. NaN
     without events after warm-up."""
-    from .overlap import WORK_KINDS
+    from .overlap import WORK_KINDS, merge
 
     w = run.config.warmup_steps
     spans: dict[int, list[tuple[float, float]]] = {}
@@ -212,13 +212,8 @@ def all_working_share(run: Run) -> float:
         return float("nan")
     # sweep over every replica's span edges: count how many replicas are inside a span of their own
     edges = []
-    for replica, s in spans.items():
-        merged: list[list[float]] = []
-        for t0, t1 in sorted(s):
-            if merged and t0 <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], t1)
-            else:
-                merged.append([t0, t1])
+    for s in spans.values():
+        merged = merge(s)  # overlap.py's union: a replica inside two spans at once counts once
         edges += [(t0, 1) for t0, _ in merged] + [(t1, -1) for _, t1 in merged]
     inside, last, together = 0, start, 0.0
     for t, d in sorted(edges, key=lambda x: (x[0], x[1])):
