@@ -285,6 +285,11 @@ class RunConfig:
                                         "alpha*theta, keeping alpha of the steps trained while it travelled (0: "
                                         "theta <- anchor; torchft's fragment_update_alpha)", section=S_STREAM,
                                         ge=0.0, le=1.0)
+    fragment_schedule_rule: str | None = knob(
+        None, "the source of a Python function fn(step, warmup, interval, fragments) -> the fragment whose outer "
+        "step lands at the start of step, or None, run on every rank of streaming_diloco with W, H and P instead "
+        "of the staggered schedule (each fragment leaves fragment_sync_delay steps before it lands; "
+        "edit_lab.rules; None: the library's fragment_landing)", section=S_STREAM)
     wire_format: str = knob("none", "how pseudo-gradients travel over the sync group, every local-SGD method: none "
                             "(float32), bf16 (an all-reduce in bf16), int8 or int4 (codes and a scale per 256 "
                             "values, an all-gather; edit_lab/wire.py)", section=S_STREAM, choices=WIRE_FORMATS)
@@ -482,6 +487,8 @@ class RunConfig:
             self._check_aedit_schedule(bad)
         if self.method == "streaming_diloco":
             self._check_streaming(bad, n_units)
+        if self.fragment_schedule_rule is not None:
+            self._check_fragment_schedule_rule()
         if self.wire_format != "none" and not caps.is_local_sgd:
             bad("wire_format", f"none with method={self.method!r}: only the local-SGD methods "
                 f"({', '.join(m for m in METHODS if capabilities(m).is_local_sgd)}) send pseudo-gradients")
@@ -512,6 +519,20 @@ class RunConfig:
         if self.exclude_trouble:
             bad("exclude_trouble", "false with method='streaming_diloco': it has no pseudo-gradient penalty to "
                 "leave a replica out (edit, aedit)")
+
+    def _check_fragment_schedule_rule(self) -> None:
+        """A reader's fragment schedule (edit_lab.rules): streaming_diloco only; probed on the run's steps with its
+        W, H, P and τ (no torch), after `_check_streaming` has accepted those."""
+        first = next((ln.strip() for ln in str(self.fragment_schedule_rule).splitlines() if ln.strip()), "")
+        if self.method != "streaming_diloco":
+            raise ConfigError(f"fragment_schedule_rule={first[:80]!r} is not allowed with method={self.method!r}: "
+                              f"the rule says which fragment lands when in streaming_diloco only")
+        from .rules import fragment_schedule_problem
+
+        steps = None if self.time_budget else self.steps
+        if (why := fragment_schedule_problem(self.fragment_schedule_rule, self.warmup_steps, self.sync_interval,
+                                             self.fragments, self.fragment_sync_delay, steps)) is not None:
+            raise ConfigError(f"fragment_schedule_rule={first[:80]!r} is not allowed: {why}")
 
     def _check_outer_step_rule(self) -> None:
         """A reader's outer step (edit_lab.rules): only where OuterState's SGD is the outer step; probed on tensors."""

@@ -7,10 +7,10 @@ ANSWERS = [
      "assigns": "predict_peak_fraction", "kind": "prediction",
      "source": """\
 predict_peak_fraction = 1 / FRAGMENTS  # one fragment at a time, about 1/P of the model (the root unit is larger)"""},
-    # a pure function: the engine has no hook for a schedule of one's own; the check compares it with the
-    # library's schedule.fragment_landing, then with every landing the notebook's real run recorded
+    # run by the engine on every rank (RunConfig.fragment_schedule_rule): the check compares it with the library's
+    # schedule.fragment_landing, then runs part 4's real run again with it and compares landings and parameters
     {"marker": "def my_landing(step: int, warmup: int, interval: int, fragments: int) -> int | None:",
-     "assigns": "my_landing", "kind": "code", "check": "check_fragment_schedule(my_landing, \"runs/09_streaming/real\")  # part 4's real run, its records",
+     "assigns": "my_landing", "kind": "code", "check": "check_fragment_schedule(my_landing, \"runs/09_streaming/real\")  # part 4's run again, with your schedule on every rank",
      "source": """\
 def my_landing(step: int, warmup: int, interval: int, fragments: int) -> int | None:
     # The fragment p that lands at the start of `step`, or None.

@@ -1,19 +1,22 @@
-"""Checks for notebook 09 (Streaming DiLoCo): the fragment schedule, written by the reader.
+"""Checks for notebook 09 (Streaming DiLoCo): the fragment schedule, written by the reader and run by the engine.
 
-The engine has no hook for a schedule of one's own (`streaming_diloco` calls `schedule.fragment_landing`), so
-this is a pure-function exercise: the reader's `fn(step, warmup, interval, fragments)` (the fragment whose
-outer step lands at the start of `step`, or None) is checked against the library's own `fragment_landing` on a
-grid of settings, then against the landings a real Streaming DiLoCo run recorded (`syncs`: every `fragment_sent`
-with its step, every landing with its fragment and `sent_at`). A check never raises.
+The reader's `fn(step, warmup, interval, fragments)` (the fragment whose outer step lands at the start of `step`,
+or None) is first checked against the library's own `schedule.fragment_landing` on a grid of settings (cheap,
+and it names the first step where they part). Then it is shipped as the source of
+`RunConfig.fragment_schedule_rule` (edit_lab.rules) into a real Streaming DiLoCo run, where every rank calls it
+instead of `fragment_landing` to decide which fragment's pseudo-gradient leaves and lands when, and that run is
+held against the library's run of the same configuration: the same landings (`syncs`: each fragment with the
+step it left and the step it landed) and the same final parameters, bit for bit. A check never raises.
 """
 
 from __future__ import annotations
 
 import numbers
+from pathlib import Path
 from typing import Any
 
 from ..schedule import fragment_landing
-from . import CheckResult, correct, not_a_function, not_answered, not_yet, short_error, show
+from . import CheckResult, correct, not_a_function, not_answered, not_yet, run_a_rule, short_error, show
 
 CALL = "fn(step, warmup, interval, fragments) -> the fragment landing at the start of step, or None"
 #: (W, H, P) the reader's function is checked on, steps 0 … 3H + W.
@@ -47,10 +50,48 @@ def first_mismatch(fn: Any) -> str | None:
     return None
 
 
-def check_fragment_schedule(fn: Any, run: Any = None) -> CheckResult:
-    """The reader's schedule against the library's on `GRID`, then against the landings `run` recorded (a
-    `streaming_diloco` Run or its directory: each landing's fragment and step, and its sending τ steps before;
-    a directory that holds no run is skipped, and the check says so). Never raises."""
+def _said(landed: list[tuple[int, int, int]], limit: int = 4) -> str:
+    shown = "; ".join(f"fragment {p} sent at step {s}, landed at {t}" for p, s, t in landed[:limit])
+    return shown + ("; …" if len(landed) > limit else "")
+
+
+def judge_schedule_run(run: Any, ref: Any) -> CheckResult:
+    """The verdict of a run of the reader's schedule against the library's run of the same configuration: right
+    when every landing (fragment, step sent, step landed) and every final parameter (`torch.equal`) are the
+    library's; wrong: the first landing that differs, else how many tensors differ. Never raises."""
+    import torch
+
+    try:
+        mine, theirs = recorded_landings(run), recorded_landings(ref)
+        tau = int(ref.config.fragment_sync_delay)
+        params, ref_params = run.state_dict(), ref.state_dict()
+    except Exception as e:  # noqa: BLE001 - a check never raises at a student
+        return not_yet(f"the runs' records could not be read: {short_error(e, 300)}")
+    if mine != theirs:
+        at = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b), min(len(mine), len(theirs)))
+        got = f"fragment {mine[at][0]} at step {mine[at][2]}" if at < len(mine) else "nothing more"
+        want = f"fragment {theirs[at][0]} at step {theirs[at][2]}" if at < len(theirs) else "nothing more"
+        return not_yet(f"the engine ran your schedule on every rank, and landing {at + 1} differs from the library's "
+                       f"run: yours landed {got}, the library's {want} ({len(mine)} landings against "
+                       f"{len(theirs)}).")
+    differ = [k for k in ref_params if k not in params or not torch.equal(params[k], ref_params[k])]
+    if differ:
+        return not_yet(f"the same landings as the library's run, but {len(differ)} of {len(ref_params)} tensors "
+                       f"differ at the end (first: {differ[0]}).")
+    if not theirs:
+        return not_yet("the library's run landed no fragment, so nothing ran your schedule: give the run steps "
+                       "beyond warmup_steps + sync_interval.")
+    return correct(f"Correct: the engine ran your schedule on all {run.config.world_size} ranks, and the run landed "
+                   f"the library's {len(mine)} fragments ({_said(mine)}), each sent τ = {tau} step(s) before it "
+                   f"landed; its final parameters ({len(ref_params)} tensors) are bit-for-bit the library's run's.")
+
+
+def check_fragment_schedule(fn: Any, run: Any = None, out: Any = None) -> CheckResult:
+    """The reader's schedule against the library's on `GRID`, then run by the engine: `run` is the library's
+    `streaming_diloco` run (a Run or its directory), whose configuration is launched again with `fn` as
+    `RunConfig.fragment_schedule_rule` into `out` (default: `<run's directory>-my-schedule`, overwritten), and the
+    two runs are compared (`judge_schedule_run`). Without a run, or with a directory that holds none, the grid
+    alone decides, and the check says so. A schedule wrong on the grid launches nothing. Never raises."""
     if (refused := not_a_function(fn, CALL)) is not None:
         return refused
     try:
@@ -61,33 +102,30 @@ def check_fragment_schedule(fn: Any, run: Any = None) -> CheckResult:
         return not_answered("your function returns None at every step: return the fragment p that lands at the "
                             "start of `step` (p lands at W + (p + 1)·H/P + k·H), None elsewhere.")
     if (why := first_mismatch(fn)) is not None:
-        return not_yet(why + ". Hint: count the steps since the warm-up in blocks of H/P.")
-    if run is not None and not hasattr(run, "syncs"):  # a run directory
-        from pathlib import Path
-
-        from ..run import Run
-
-        run = Run(run) if (Path(run) / "config.json").exists() else None
-    if run is None:
-        return correct("Correct: your schedule matches the library's on every setting tried (no run's records "
-                       "were there to hold it against).")
+        return not_yet(why + ". Hint: count the steps since the warm-up in blocks of H/P. Nothing was launched.")
     try:
+        if run is not None and not hasattr(run, "syncs"):  # a run directory
+            from ..run import Run
+
+            run = Run(run) if (Path(run) / "config.json").exists() else None
+        if run is None:
+            return correct("Correct: your schedule matches the library's on every setting tried (no run was there "
+                           "to run it in).")
         cfg = run.config
-        landed = recorded_landings(run)
-        tau = int(cfg.fragment_sync_delay)
-        for fragment, sent, step in landed:
-            got = fn(step, cfg.warmup_steps, cfg.sync_interval, cfg.fragments)
-            if got != fragment or step - sent != tau:
-                return not_yet(f"the run landed fragment {fragment} at step {step} (sent at {sent}); your function "
-                               f"gives {show(got)} for that step.")
-        last = max((s for _, _, s in landed), default=-1)
-        mine = [s for s in range(cfg.warmup_steps + 1, last + 1)
-                if fn(s, cfg.warmup_steps, cfg.sync_interval, cfg.fragments) is not None]
-        missing = sorted(set(mine) - {step for _, _, step in landed})
+        if cfg.method != "streaming_diloco":
+            return not_yet(f"`run` should be a streaming_diloco run, got a {cfg.method} run.")
+        where = out if out is not None else f"{Path(run.path) if hasattr(run, 'path') else cfg.out}-my-schedule"
     except Exception as e:  # noqa: BLE001 - a check never raises at a student
-        return not_yet(f"the run's records could not be judged: {short_error(e, 300)}")
-    if missing:
-        return not_yet(f"your function lands a fragment at steps {missing}, where the run landed none.")
-    shown = "; ".join(f"fragment {p} sent at step {s}, landed at {t}" for p, s, t in landed[:4])
-    return correct(f"Correct: your schedule matches the library's and all {len(landed)} landings of the run "
-                   f"({shown}{'; …' if len(landed) > 4 else ''}), each sent τ = {tau} step(s) before it landed.")
+        return not_yet(f"the run could not be read: {short_error(e, 300)}")
+    from ..launch import launch
+    from ..rules import RuleError, rule_source
+
+    try:
+        source = rule_source(fn)
+    except RuleError as e:
+        return not_yet(f"{e}. Nothing was launched.")
+    mine, failed = run_a_rule(lambda: launch(cfg.replace(fragment_schedule_rule=source, out=str(where)),
+                                             overwrite=True))
+    if failed is not None:
+        return failed
+    return judge_schedule_run(mine, run)

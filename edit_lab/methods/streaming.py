@@ -6,7 +6,9 @@ rank waits for it. Streaming DiLoCo answers the same problem as EDiT's layer-wis
 - **fragments**: the model is cut into P fragments (here: runs of consecutive sync units, `schedule.fragment_units`),
   each with its own anchor and its own outer Nesterov optimizer (the lab's `OuterState`, stepped per unit);
 - **staggered**: fragment p syncs every H steps, offset by p·H/P (`schedule.fragment_landing`): one fragment's
-  transfer every H/P steps, so the peak bandwidth per step is about 1/P of DiLoCo's;
+  transfer every H/P steps, so the peak bandwidth per step is about 1/P of DiLoCo's. A reader's schedule
+  (`RunConfig.fragment_schedule_rule`, notebook 09's exercise, edit_lab.rules) replaces `fragment_landing` on
+  every rank: a pure function of the step and the config, so every rank sends and lands the same fragment;
 - **overlap**: the pseudo-gradient Δ_p = a_p − θ_p leaves `fragment_sync_delay` (τ) inner steps before its outer
   step lands, and travels while those steps compute;
 - **mixing**: when it lands, the new anchor a_p and the τ steps the replica trained meanwhile are merged,
@@ -21,8 +23,8 @@ closing sync of every fragment that trained since its last one (torchft stops wh
 
 Time budgets: the budget meeting is held where a fragment leaves (every replica's sync points are the same
 steps); a replica whose budget runs out while a fragment travels trains on to its landing (at most τ steps),
-so that every replica lands it. Checkpoints are taken at each landing (nothing is in flight then, since τ <
-H/P); θ differs from the anchor there (the mix, the other fragments' local steps) and is saved as it is.
+so that every replica lands it. Checkpoints are taken at each landing (nothing is in flight then: the next
+fragment leaves at the landing or after it, since τ < H/P, or a reader's landings are at least τ apart); θ differs from the anchor there (the mix, the other fragments' local steps) and is saved as it is.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ from typing import Any
 import torch
 
 from ..comm import Handle
-from ..schedule import fragment_landing, fragment_units
+from ..rules import RuleError, fragment_schedule_of
+from ..schedule import fragment_units
 from ..wire import pack, unpack
 from .local_sgd import LocalSGDMethod
 
@@ -57,6 +60,7 @@ class StreamingDiLoCoMethod(LocalSGDMethod):
         super().__init__(cfg, engine)
         self.fragments = fragment_units(engine.n_units, cfg.fragments)
         self.delay = cfg.fragment_sync_delay
+        self.landing = fragment_schedule_of(cfg.fragment_schedule_rule)  # the library's, or the reader's rule
         self.alpha = float(cfg.fragment_update_alpha)
         self.in_flight: InFlight | None = None
         self.fragment_last: list[int] = [cfg.warmup_steps] * cfg.fragments  # each fragment's last landing
@@ -68,9 +72,10 @@ class StreamingDiLoCoMethod(LocalSGDMethod):
 
     # ------------------------------------------------------------ schedule
     def leaving(self, step: int) -> int | None:
-        """The fragment whose pseudo-gradient leaves at the start of `step` (it lands τ steps later)."""
+        """The fragment whose pseudo-gradient leaves at the start of `step`: the one the schedule lands τ steps
+        later (`fragment_landing`, or the reader's rule, asked the same question on every rank)."""
         cfg = self.cfg
-        return fragment_landing(step + self.delay, cfg.warmup_steps, cfg.sync_interval, cfg.fragments)
+        return self.landing(step + self.delay, cfg.warmup_steps, cfg.sync_interval, cfg.fragments)
 
     def after_optimizer(self, step: int) -> None:
         """Between steps, as DiLoCo: land the fragment due at the start of step+1, then send the next one."""
@@ -96,7 +101,11 @@ class StreamingDiLoCoMethod(LocalSGDMethod):
     def send(self, fragment: int, step: int) -> None:
         """Δ_p = a_p − θ_p of the fragment's units, all-reduced over the sync group in one async collective."""
         outer = self.outer
-        assert outer is not None and self.in_flight is None
+        assert outer is not None
+        if self.in_flight is not None:  # only a reader's schedule can (validation refuses it before launch)
+            fl = self.in_flight
+            raise RuleError(f"fragment {fragment} would leave at step {step} while fragment {fl.fragment} travels "
+                            f"(it lands at {fl.land_at}): one fragment is in flight at a time")
         units = self.fragments[fragment]
         deltas = [outer.pseudo_gradient(u, self.engine.shards[u]) for u in units]
         flat = pack(deltas, self.wire)

@@ -16,7 +16,8 @@ same costs (`crosscheck.py`): they agree to float rounding.
   (issued one unit ahead with prefetch) the sync all-reduce, the clip norm and the outer step;
 - aedit: EDiT's sync, triggered by meetings every `sync_period` seconds of the replica's clock;
 - streaming_diloco: every H/P steps one fragment's all-reduce leaves, and lands `fragment_sync_delay` steps
-  later (a wait, then the outer step of each of its units); a closing sync of the fragments that trained.
+  later (a wait, then the outer step of each of its units); a closing sync of the fragments that trained. A
+  reader's `fragment_schedule_rule` decides which fragment lands when, as on the ranks.
 
 Pseudo-gradients travel in the run's wire format (`wire.collective_bytes`: the bytes the run records).
 
@@ -34,7 +35,8 @@ from typing import Any
 
 from ..config import RunConfig
 from ..exchanges import DECISION_FIELDS, MEETING_FIELDS
-from ..schedule import decide_sync, fragment_landing, fragment_units, in_warmup, is_anchor_step, is_sync_step
+from ..rules import fragment_schedule_of
+from ..schedule import decide_sync, fragment_units, in_warmup, is_anchor_step, is_sync_step
 from ..wire import collective_bytes, padded
 from .costs import Costs
 from .engine import Handle, Issue, Local, Now, Row, Step, Wait, Work
@@ -483,12 +485,15 @@ class AEDiTProgram(EDiTProgram):
 
 
 class StreamingDiLoCoProgram(LocalSGDProgram):
-    """methods/streaming.py: a fragment leaves every H/P steps and lands `fragment_sync_delay` steps later."""
+    """methods/streaming.py: a fragment leaves every H/P steps (or when a reader's `fragment_schedule_rule` says)
+    and lands `fragment_sync_delay` steps later."""
 
     def __init__(self, cfg: RunConfig, costs: Costs, replica: int) -> None:
         super().__init__(cfg, costs, replica)
         self.fragments = fragment_units(self.U, cfg.fragments)
         self.delay = cfg.fragment_sync_delay
+        # the schedule the ranks follow: the library's fragment_landing, or the reader's rule (no torch)
+        self.landing = fragment_schedule_of(getattr(cfg, "fragment_schedule_rule", None))
         self.in_flight: tuple[int, Handle | None, int] | None = None  # (fragment, its all-reduce, landing step)
         self.fragment_last = [cfg.warmup_steps] * cfg.fragments
 
@@ -503,7 +508,7 @@ class StreamingDiLoCoProgram(LocalSGDProgram):
         n, cfg = step + 1, self.cfg
         if self.in_flight is not None and self.in_flight[2] == n:
             yield from self.land(n)
-        f = fragment_landing(n + self.delay, cfg.warmup_steps, cfg.sync_interval, cfg.fragments)
+        f = self.landing(n + self.delay, cfg.warmup_steps, cfg.sync_interval, cfg.fragments)
         if f is not None and (yield from self.go_on(n)):
             h = None if self.R == 1 else (yield Issue("sync_reduce", self.wire_bytes(self.fragments[f])))
             self.in_flight = (f, h, n + self.delay)
