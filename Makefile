@@ -124,13 +124,13 @@ test-ui: $(STAMP) ## the browser tests alone: every notebook (00-08) through Jup
 	$(PY) -m pytest $(XDIST) tests/ui
 
 solutions: $(STAMP) ## every notebook with its answers filled in, run small: every check must pass
-	$(PY) -m edit_lab.tools.solutions runs/solutions --execute --test-parameters
+	$(PY) -m edit_course.tools.solutions runs/solutions --execute --test-parameters
 
 nbval-refs: $(STAMP) ## refresh the executed references nbval checks the lessons against (tests/nbval/; read their diff)
 	$(PY) -m tests.nbval.refresh
 
 notebooks: $(STAMP) ## execute every notebook with its default parameters
-	$(PY) -m edit_lab.tools.run_notebooks
+	$(PY) -m edit_course.tools.run_notebooks
 
 bench: $(STAMP) ## run every CPU benchmark (results in benchmarks/results/)
 	$(PY) benchmarks/run_all.py

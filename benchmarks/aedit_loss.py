@@ -38,9 +38,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edit_lab import RunConfig, launch  # noqa: E402
-from edit_lab.analysis import budget_table  # noqa: E402
+from edit_lab import (
+    RunConfig,
+    launch,  # noqa: E402
+)
 from edit_lab.config import RENAMED  # noqa: E402
+from edit_lab.records.analysis import budget_table  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_io import load_average, write_result  # noqa: E402
@@ -93,7 +96,7 @@ def paired(rows: list[dict[str, Any]], against: list[dict[str, Any]]) -> str:
 
     The seed (data order, initialisation) moves every method's loss together, by more than the methods
     differ: compared seed by seed, the difference is measured without that shared part."""
-    from edit_lab.claims_stragglers import seed_differences
+    from edit_course.claims.stragglers import seed_differences
 
     d = [-x for x in seed_differences({r["seed"]: r["val"] for r in rows}, {r["seed"]: r["val"] for r in against})]
     if not d or rows is against:

@@ -38,8 +38,8 @@ sys.path.insert(0, str(HERE))
 from results_io import load_average, write_result  # noqa: E402
 
 KERNEL_PHASES = {  # phase name: code run in the kernel, one after the other
-    "import the lab": "import edit_lab.widgets",
-    "build the StragglerLab": "from edit_lab.widgets import StragglerLab\nlab = StragglerLab()\ndisplay(lab.widget)",
+    "import the lab": "import edit_lab.ui.lab",
+    "build the StragglerLab": "from edit_lab.ui.lab import StragglerLab\nlab = StragglerLab()\ndisplay(lab.widget)",
     "its default run": "run = lab.run()\nprint(run.config.shards, run.config.replicas, run.config.method, "
                        "run.summary['steps'])",
 }
@@ -70,7 +70,7 @@ def role(proc, server_pid: int, kernel_pids: set[int]) -> str:
     except Exception:  # noqa: BLE001 (gone meanwhile)
         return "other"
     # ranks forked from the warm fork server keep its command line; the server itself counts with them
-    return "workers" if "edit_lab.worker" in cmd or "edit_lab.forkserver" in cmd else "other"
+    return "workers" if "edit_lab.runtime.worker" in cmd or "edit_lab.runtime.forkserver" in cmd else "other"
 
 
 class Sampler(threading.Thread):

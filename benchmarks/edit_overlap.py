@@ -50,10 +50,13 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edit_lab import RunConfig, launch  # noqa: E402
-from edit_lab.run import Run  # noqa: E402
-from edit_lab.analysis import comm_totals, events_table, sync_window  # noqa: E402
-from edit_lab.model import get_size  # noqa: E402
+from edit_lab import (
+    RunConfig,
+    launch,  # noqa: E402
+)
+from edit_lab.core.model import get_size  # noqa: E402
+from edit_lab.records.analysis import comm_totals, events_table, sync_window  # noqa: E402
+from edit_lab.records.run import Run  # noqa: E402
 from edit_lab.viz import timeline_figure  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))

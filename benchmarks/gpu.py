@@ -29,8 +29,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edit_lab import RunConfig, launch  # noqa: E402
-from edit_lab.analysis import comm_totals  # noqa: E402
+from edit_lab import (
+    RunConfig,
+    launch,  # noqa: E402
+)
+from edit_lab.records.analysis import comm_totals  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from results_io import load_average, write_result  # noqa: E402

@@ -42,7 +42,7 @@ import time
 from pathlib import Path
 
 from edit_lab import RunConfig, launch
-from edit_lab.run import Run
+from edit_lab.records.run import Run
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results_io import load_average, write_result  # noqa: E402

@@ -8,7 +8,7 @@ Decision D10 of docs/edit-method.md, by measurement, in three stages:
    does not depend on the detector, so the series is exactly what any detector setting that flags
    nothing would see, and what any setting sees up to its first flag. Configurations (`--seeds` each):
 
-   - ``lab-edit``, ``lab-aedit``: `edit_lab.presets.default_lab_config()` with method edit / aedit (the
+   - ``lab-edit``, ``lab-aedit``: `edit_lab.config.default_lab_config()` with method edit / aedit (the
      StragglerLab's starting point; 24 steps, W = τ = 4);
    - ``lab-edit-long``: the same, 96 steps (the StragglerLab's step slider goes to 200);
    - ``examples-edit``, ``examples-aedit``: the shipped example runs' configuration
@@ -23,7 +23,7 @@ Decision D10 of docs/edit-method.md, by measurement, in three stages:
      10–20 % over it (later in training, and in the last, partial round of the budget), which is what
      the noise floor ε is for.
 
-2. **replay** every series offline through candidate detectors with `edit_lab.penalty.replay` (the
+2. **replay** every series offline through candidate detectors with `edit_lab.core.penalty.replay` (the
    engine's own rules: one detector per replica and unit, G/k or G, the noise floor σ ≥ ε·μ̂, and the
    per-replica re-admission of a replica flagged K syncs in a row whose norm is in line with its
    unflagged peers'; tested against the engine in tests/distributed/test_penalty_runs.py). The
@@ -72,12 +72,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edit_lab import RunConfig, launch  # noqa: E402
-from edit_lab.penalty import PenaltyConfig, replay  # noqa: E402
+from edit_lab import (
+    RunConfig,
+    launch,  # noqa: E402
+)
+from edit_lab.core.penalty import PenaltyConfig, replay  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from results_io import load_average, write_result  # noqa: E402
+
 NB05 = ROOT / "notebooks" / "05_pseudo_gradient_penalty.ipynb"
 BAD = 1  # the replica spiked or fed bad data in the nb05 variants
 SHIFT = 1.5
@@ -112,8 +116,8 @@ def _bench(method: str) -> RunConfig:
 
 def configurations() -> dict[str, tuple[RunConfig, dict[str, Any]]]:
     """name → (config, trouble): trouble is {} for a healthy run, else {"kind", "step"} of the failure."""
+    from edit_lab.config import default_lab_config
     from edit_lab.tools.make_examples import example_config
-    from edit_lab.presets import default_lab_config
 
     lab = default_lab_config()
     p = nb05_parameters()
@@ -231,7 +235,7 @@ def _norm(g: float | None) -> float:
 
 def replay_unit(setting: Setting, G: Sequence[Sequence[float | None]], k: Sequence[Sequence[int]]
                 ) -> list[list[tuple[bool, bool, float]]]:
-    """One unit of one run, every replica, sync by sync, through `edit_lab.penalty.replay` (the engine's rules).
+    """One unit of one run, every replica, sync by sync, through `edit_lab.core.penalty.replay` (the engine's rules).
 
     `G[r][i]` and `k[r][i]`: replica r's norm and local steps at sync i. Returns per replica and sync
     (outlier, readmitted, rise) where rise = (the smallest value the armed detector would have flagged) /

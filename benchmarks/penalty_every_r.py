@@ -3,7 +3,7 @@ reported on the other, as D11 was (`benchmarks/penalty_rule.py`).
 
 Two replay sets, each split into seeds that choose and seeds held out:
 
-- **made-up episodes** (`edit_lab.detector_series.replay_set`, seeds 0–4 choose, 5–9 held out): at R = 2, 3 and 4,
+- **made-up episodes** (`edit_course.panels.detector_series.replay_set`, seeds 0–4 choose, 5–9 held out): at R = 2, 3 and 4,
   a bad replica's episode that ends (×1.6, ×2, ×3; 1, 3, 5 and 10 syncs), a ramp, an onset before the detector is
   armed, a norm that falls (×1/2, ×1/3) and a rise every replica shares. Measured: cases where a healthy replica
   is still flagged two syncs after the episode ended (locked out), healthy replica-syncs flagged, the bad
@@ -31,8 +31,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import penalty_rule as pr  # noqa: E402
 
-from edit_lab.detector_series import REPLAY_SEEDS, replay_set, score  # noqa: E402
-from edit_lab.penalty import PenaltyConfig  # noqa: E402
+from edit_course.panels.detector_series import REPLAY_SEEDS, replay_set, score  # noqa: E402
+from edit_lab.core.penalty import PenaltyConfig  # noqa: E402
 
 RESULT = ROOT / "benchmarks" / "results" / "penalty_every_r.json"
 

@@ -13,7 +13,7 @@ Decision D11 of docs/edit-method.md, by measurement, in three stages:
    the shipped examples' and mysteries' configurations and every notebook's that runs the penalty;
    healthy, with a replica fed bad data (random bytes, shuffled rows, the byte ramp) and with a spike.
 
-2. **replay** every series through each candidate (`candidates`) with `edit_lab.penalty.replay_units`,
+2. **replay** every series through each candidate (`candidates`) with `edit_lab.core.penalty.replay_units`,
    the engine's own `decide_sync` (tested against the engine in tests/distributed/test_penalty_runs.py),
    and measure, separately on the seeds that choose and on the held-out seeds:
 
@@ -59,8 +59,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from edit_lab.penalty import AUTHORS_DETECTOR, PenaltyConfig, replay_units  # noqa: E402
 from results_io import RESULTS, command_line, load_average, write_result  # noqa: E402
+
+from edit_lab.core.penalty import AUTHORS_DETECTOR, PenaltyConfig, replay_units  # noqa: E402
 
 SERIES = RESULTS / "penalty_rule_series.json"
 RESULT = RESULTS / "penalty_rule.json"
@@ -74,9 +75,9 @@ MAX_HEALTHY = 0.005  # the largest share of healthy replica-syncs flagged a chos
 
 def configurations() -> dict[str, tuple[Any, dict[str, Any]]]:
     """name → (RunConfig, trouble): trouble {} for a healthy run, else {"kind", "step", "replica"}."""
+    from edit_course.lessons.capstone import base_config
     from edit_lab import RunConfig
-    from edit_lab.capstone import base_config
-    from edit_lab.presets import default_lab_config
+    from edit_lab.config import default_lab_config
     from edit_lab.tools.make_examples import example_config
 
     def tiny(**kw: Any) -> Any:  # notebooks 02-07's runs: tiny model, 2 shards × 2 replicas

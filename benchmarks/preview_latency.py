@@ -1,6 +1,6 @@
 """How long the StragglerLab's preview takes to follow a control: the "within a second" claim, measured.
 
-The preview tab recomputes its prediction in the control's own callback (edit_lab/sim/lab.py), so
+The preview tab recomputes its prediction in the control's own callback (edit_lab/ui/preview.py), so
 the time a reader waits after moving a slider is the time of that callback (simulate + build the
 figure + the table) plus the browser's redraw. This script measures the first part, in process, for
 every method and a sweep of each slider the preview follows, on the shipped example's calibration:
@@ -32,7 +32,7 @@ SWEEP = {"slow_factor": (1.0, 1.5, 2.0, 3.0), "sync_interval": (2, 4, 8), "laten
 
 
 def measure(repeats: int) -> dict:
-    from edit_lab.widgets import StragglerLab
+    from edit_lab.ui.lab import StragglerLab
 
     lab = StragglerLab(initial=[])
     times: list[float] = []

@@ -13,7 +13,7 @@ Every run is the lab's panel configuration (nano model, 2 shards × 2 replicas, 
 budget, so a prediction has to get the step counts right too, not only a step's time. The calibration
 run is made again at the end: the difference between the two is the machine's own drift, the floor of
 any comparison of timings made minutes apart. The last rows do
-the same with the three runs shipped in edit_lab/examples (recorded on an idle 2-core machine, nothing launched):
+the same with the three runs shipped in edit_lab/records/examples (recorded on an idle 2-core machine, nothing launched):
 the EDiT run calibrates, all three are predicted.
 
     python benchmarks/preview_vs_real.py [--budget 4] [--json preview_vs_real.json]
@@ -54,7 +54,7 @@ CONFIGS: tuple[tuple[str, float, bool], ...] = (
 
 
 def config(method: str, factor: float, slow_link: bool, budget: float, out: Path) -> RunConfig:
-    from edit_lab.presets import default_lab_config
+    from edit_lab.config import default_lab_config
 
     cfg = default_lab_config().replace(method=method, time_budget=budget, sync_period=0.15, eval_every=0,
                                        eval_every_s=0.0, progress=False)
@@ -100,9 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.render:
         print(render(read_result(args.json)))
         return 0
-    from edit_lab.launch import launch
-    from edit_lab.run import Run
-    from edit_lab.sim import calibrate, simulate
+    from edit_lab.clock.calibrate import calibrate
+    from edit_lab.clock.sim import simulate
+    from edit_lab.records.run import Run
+    from edit_lab.runtime.launch import launch
 
     load_before = load_average()
     out = Path(args.out)
@@ -141,11 +142,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def example_rows() -> list[dict[str, Any]]:
-    """The same comparison on the runs shipped in edit_lab/examples (recorded on an idle 2-core machine): the
+    """The same comparison on the runs shipped in edit_lab/records/examples (recorded on an idle 2-core machine): the
     EDiT run calibrates, all three are predicted. No run is launched, so these rows do not depend on how
     busy this machine is."""
-    from edit_lab.examples import example_runs
-    from edit_lab.sim import calibrate, simulate
+    from edit_lab.clock.calibrate import calibrate
+    from edit_lab.clock.sim import simulate
+    from edit_lab.records.examples import example_runs
 
     runs = {r.path.name: r for r in example_runs()}
     if "edit-straggler" not in runs:

@@ -5,7 +5,7 @@ For each mesh (4 replicas × 1 shard, then 2 × 2), in one run of this script:
 0. calibration: a `sync` run without stragglers gives the step time s; A-EDiT's period is set to
    τ·s, the random pause to 5·s;
 1. *consistent straggler*: replica 1 is 2× slower (each of its steps is stretched by as long as it
-   computed; the straggler spins rather than sleeps, see `edit_lab/stragglers.py`).
+   computed; the straggler spins rather than sleeps, see `edit_lab/train/stragglers.py`).
    The **capacity bound** is the sum over replicas of each replica's own tokens/s, measured in the
    same script by a run in which the replicas never talk (Local SGD with no sync until the end);
 2. *random stragglers*: each step, each replica pauses 5·s with probability 0.1. Compared with the
@@ -53,9 +53,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edit_lab import RunConfig, launch  # noqa: E402
-from edit_lab.analysis import replica_table  # noqa: E402
+from edit_lab import (
+    RunConfig,
+    launch,  # noqa: E402
+)
 from edit_lab.config import METHODS as ALL_METHODS  # noqa: E402
+from edit_lab.records.analysis import replica_table  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from results_io import load_average, write_result  # noqa: E402

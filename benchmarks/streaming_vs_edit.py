@@ -1,12 +1,12 @@
 """Streaming DiLoCo's wire formats against DiLoCo and EDiT: bytes per collective, peak bytes per step, loss.
 
-Every run is on the virtual clock (edit_lab/virtual.py: the lab's own methods and real numerics, time from
+Every run is on the virtual clock (edit_lab/clock/virtual.py: the lab's own methods and real numerics, time from
 the shipped calibration), `tiny` on 1 shard x 2 replicas, a fixed number of steps, 3 seeds; every figure is
 read from the run's own records (its `sync_reduce` events on rank 0: the bytes each pseudo-gradient
 collective carried, which is what the link charged):
 
 - bytes per collective: what one sync-group pseudo-gradient collective carried (the lab records an all-reduce
-  at the tensor's size and an all-gather at R payloads: int8 / int4 travel as an all-gather, edit_lab/wire.py);
+  at the tensor's size and an all-gather at R payloads: int8 / int4 travel as an all-gather, edit_lab/core/wire.py);
 - peak bytes per step: the most that one training step's pseudo-gradient collectives carried (DiLoCo sends the
   whole model at once, EDiT too within one forward, Streaming DiLoCo one fragment at a time); the closing sync
   after the last step (every fragment that trained since its landing, at once) is left out of the peak;
@@ -32,7 +32,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from results_io import write_result  # noqa: E402
 
-from edit_lab.claims_streaming import measure  # noqa: E402  (the one reading, notebook 09's too)
+from edit_course.claims.streaming import measure  # noqa: E402  (the one reading, notebook 09's too)
 
 BASE = dict(model="tiny", shards=1, replicas=2, seq_len=64, batch_size=8, warmup_steps=4, sync_interval=8,
             eval_every=0, eval_batches=4, progress=False, clock="virtual")

@@ -1,6 +1,6 @@
 """What a run on the virtual clock costs this machine: wall time and memory at 2 to 64 replicas of nano or tiny.
 
-Every rank is a thread of one process (edit_lab/virtual.py), `virtual_lanes` of them computing at once, so the
+Every rank is a thread of one process (edit_lab/clock/virtual.py), `virtual_lanes` of them computing at once, so the
 wall time grows with the ranks' total compute (about linearly in the replicas) over the lanes, and the memory
 with one model, one optimizer and one event log per rank. Each size runs in a fresh process, so its peak RSS is
 its own; with several `--lanes`, each size runs at each, one after the other (a ratio measured side by side):
@@ -37,8 +37,8 @@ def one(replicas: int, steps: int, model: str, seq_len: int, batch_size: int, la
 
     import torch._dynamo  # noqa: F401 — imported by the first optimizer and init (once per process, not per run)
 
-    import edit_lab.sim.calibrate  # noqa: F401 — imports (torch's too) are not the run's time
-    import edit_lab.worker  # noqa: F401
+    import edit_lab.clock.calibrate  # noqa: F401 — imports (torch's too) are not the run's time
+    import edit_lab.runtime.worker  # noqa: F401
     from edit_lab import RunConfig, launch
 
     with tempfile.TemporaryDirectory() as tmp:

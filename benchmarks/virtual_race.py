@@ -1,6 +1,6 @@
 """A-EDiT, EDiT, DiLoCo and sync at equal virtual time: many replicas of `tiny`, a few 2x slow, a slow link.
 
-The paper's straggler experiment on the virtual clock (edit_lab/virtual.py): the lab's own trainer and
+The paper's straggler experiment on the virtual clock (edit_lab/clock/virtual.py): the lab's own trainer and
 methods with real numerics, every rank a thread of one process, time advanced by a cost model, so the
 race is decided by the schedule, not by how this machine's cores are shared. The cost model is measured
 here first: a short real EDiT run of `tiny` on 1 shard x 2 replicas (a core per rank on 2 cores) is
@@ -59,8 +59,8 @@ def race(replicas: int, seeds: list[int], budget: float, profile: str, costs_dir
     entry of `aedit_periods` (T_sync in a fast replica's steps; the first is the method's row `aedit`, the others
     `aedit T=<n>`): τ fast steps syncs twice as often in time as EDiT, whose τ steps go at the slow pace."""
     from edit_lab import RunConfig, launch
-    from edit_lab.comm import LinkModel
-    from edit_lab.virtual import costs_for
+    from edit_lab.clock.virtual import costs_for
+    from edit_lab.core.comm import LinkModel
 
     slow = tuple(range(replicas - max(1, replicas // 8), replicas))
     link = {k: v for k, v in PROFILES[profile].items() if k != "about"}
@@ -94,7 +94,7 @@ def race(replicas: int, seeds: list[int], budget: float, profile: str, costs_dir
 
 def paired(rows: list[dict], a: str, b: str) -> dict:
     """a against b seed by seed: the mean of b − a (positive: a lower) and the seeds where a was lower."""
-    from edit_lab.claims_stragglers import seed_differences
+    from edit_course.claims.stragglers import seed_differences
 
     d = seed_differences(*({r["seed"]: r["val"] for r in rows if r["method"] == m} for m in (a, b)))
     return {"mean_lower": round(statistics.mean(d), 4) if d else None, "lower_in": sum(1 for x in d if x > 0),

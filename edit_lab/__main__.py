@@ -16,7 +16,7 @@ import sys
 import typing
 from pathlib import Path
 
-from .config import METHODS, RENAMED, SECTIONS, ConfigError, RunConfig, field_hint, knobs
+from edit_lab.config import METHODS, RENAMED, SECTIONS, ConfigError, RunConfig, field_hint, knobs
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,20 +81,20 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .launch import launch
+    from edit_lab.runtime.launch import launch
 
     cfg = config_from_args(args)
     if args.write_config:
         cfg.validate()
         if cfg.out:  # the torchrun run will write there: the same refusal as a run started here, and with
-            from .outdir import claim  # --overwrite the same clearing of the old run's files
+            from edit_lab.runtime.outdir import claim  # --overwrite the same clearing of the old run's files
 
             with claim(Path(cfg.out), args.overwrite):
                 pass
         Path(args.write_config).write_text(cfg.to_json())
         print(f"wrote {args.write_config}; start it on every machine with\n"
               f"  torchrun --nnodes {cfg.replicas} --nproc-per-node {cfg.shards} --rdzv-id edit "
-              f"--rdzv-backend c10d --rdzv-endpoint HOST:29400 -m edit_lab.worker --config {args.write_config}")
+              f"--rdzv-backend c10d --rdzv-endpoint HOST:29400 -m edit_lab.runtime.worker --config {args.write_config}")
         return 0
     run = launch(cfg, overwrite=args.overwrite)
     print(format_summary(run.summary, run.path))
@@ -115,7 +115,7 @@ def format_summary(s: dict, path: Path | str) -> str:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from .run import Run
+    from edit_lab.records.run import Run
 
     run = Run(args.dir)
     if args.json:
@@ -126,14 +126,14 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import demo
+    from edit_lab.demo import demo
 
     demo(steps=args.steps, out=args.out, methods=tuple(args.methods))
     return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .report import write_report
+    from edit_lab.viz.report import write_report
 
     path = write_report(args.dir, args.output)
     print(f"wrote {path}")
@@ -168,7 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("dir")
     report.add_argument("--output", default=None)
     report.set_defaults(fn=cmd_report)
-    from .sim.cli import add_parser as add_predict_parser, cmd_predict  # `predict`: the preview simulator
+    from edit_lab.clock.sim.cli import add_parser as add_predict_parser  # `predict`: the preview simulator
+    from edit_lab.clock.sim.cli import cmd_predict
 
     add_predict_parser(sub, _add_config_flags, cmd_predict)
     return ap
@@ -186,8 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         print("edit_lab: interrupted; every worker was stopped", file=sys.stderr)
         return 130
     except Exception as e:
-        from .checkpoint import CheckpointError  # loaded already if it was raised: only then is it cheap
-        from .launch import WorkerError
+        from edit_lab.runtime.launch import WorkerError
+        from edit_lab.train.checkpoint import CheckpointError  # loaded already if it was raised: only then is it cheap
 
         if isinstance(e, CheckpointError):  # a resume= that names no whole checkpoint
             print(f"edit_lab: config error: resume: {e}", file=sys.stderr)

@@ -25,9 +25,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from .registry import METHODS, capabilities
-from .sizes import SIZES
-from .wire import WIRE_FORMATS
+from edit_lab.core.wire import WIRE_FORMATS
+from edit_lab.registry import METHODS, capabilities
+from edit_lab.sizes import SIZES
 
 
 def cores() -> int:
@@ -44,8 +44,8 @@ INNER_OPTIMIZERS = ("adamw", "sgd")
 BACKENDS = ("auto", "gloo", "nccl")
 DEVICES = ("auto", "cpu", "cuda")
 CORRUPT_MODES = ("random", "shuffle", "corpus")
-FAULT_KINDS = ("raise", "kill", "hang", "nan")  # edit_lab.faults implements them
-CLOCKS = ("wall", "virtual")  # edit_lab.virtual: every rank in one process, on a clock a cost model advances
+FAULT_KINDS = ("raise", "kill", "hang", "nan")  # edit_lab.train.faults implements them
+CLOCKS = ("wall", "virtual")  # edit_lab.clock.virtual: every rank in one process, on a clock a cost model advances
 
 #: Old field name -> its new name. Old config.json files and the old CLI flags keep working.
 RENAMED = {"link_bandwidth_mbps": "link_bandwidth_mb_s"}
@@ -154,7 +154,7 @@ class RunConfig:
     replicas: int = knob(2, "R: sync group size", section=S_RUN, ge=1)
     sync_group_rule: str | None = knob(
         None, "the source of a Python function fn(rank, shards, replicas) -> list of ranks, the sync group of that "
-        "rank, from which every rank builds the sync groups instead of the mesh's own (edit_lab.rules; None: the "
+        "rank, from which every rank builds the sync groups instead of the mesh's own (edit_lab.hooks; None: the "
         "mesh's, the same shard index in every replica)", section=S_RUN)
     steps: int = knob(60, "inner optimizer steps (ignored with a time budget)", section=S_RUN, ge=1)
     time_budget: float = knob(0.0, "seconds of wall clock to train for; every replica trains as many steps as fit "
@@ -166,9 +166,9 @@ class RunConfig:
         None, "the source of a Python function fn(grad, reduce_scatter, all_gather) -> this rank's gradient after "
         "the all-reduce, run on every rank for each unit's gradient shard instead of the built-in all-reduce over "
         "the sync group, given the run's real collectives (reduce_scatter: this rank's slice of the mean); sync, "
-        "and the warm-up of the local-SGD methods (edit_lab.rules; None: the built-in all-reduce)", section=S_RUN)
+        "and the warm-up of the local-SGD methods (edit_lab.hooks; None: the built-in all-reduce)", section=S_RUN)
     # --- model and data ---
-    model: str = knob("tiny", "model size (edit_lab.model.SIZES)", section=S_DATA, choices=tuple(SIZES))
+    model: str = knob("tiny", "model size (edit_lab.core.model.SIZES)", section=S_DATA, choices=tuple(SIZES))
     seq_len: int = knob(64, "tokens (bytes) per sequence, at most the model's max_seq_len", section=S_DATA, ge=1)
     batch_size: int = knob(8, "sequences per rank per step (a replica's batch is shards × batch_size)",
                            section=S_DATA, ge=1)
@@ -192,7 +192,7 @@ class RunConfig:
     sync_schedule_rule: str | None = knob(
         None, "the source of a Python function fn(n_units) -> list of (kind, unit) operations (issue, wait, "
         "all_gather, compute): the order of one EDiT/A-EDiT sync step's forward, run on every rank instead of "
-        "prefetch's (edit_lab.rules; None: prefetch's)", section=S_SCHEDULE)
+        "prefetch's (edit_lab.hooks; None: prefetch's)", section=S_SCHEDULE)
     cpu_offload: bool = knob(False, "keep anchor and outer momentum on the CPU between syncs", section=S_SCHEDULE)
     # --- outer optimizers ---
     outer_lr: float = knob(0.7, "outer learning rate of diloco, edit and aedit (co2 has its own: co2_outer_lr)",
@@ -203,7 +203,7 @@ class RunConfig:
     outer_step_rule: str | None = knob(
         None, "the source of a Python function fn(anchor, delta_bar, buf, lr, momentum) -> (new_anchor, new_buf), "
         "run on every rank's anchor shards instead of torch's SGD, with outer_lr and outer_momentum (diloco, edit, "
-        "aedit; outer_nesterov is then the rule's to decide; edit_lab.rules; None: the library's SGD)",
+        "aedit; outer_nesterov is then the rule's to decide; edit_lab.hooks; None: the library's SGD)",
         section=S_OUTER)
     co2_outer_lr: float = knob(1.0, "CO2's outer learning rate (the authors' default 1.0)", section=S_OUTER,
                                gt=0.0, finite=True)
@@ -260,7 +260,7 @@ class RunConfig:
                                            checked_by="penalty")
     penalty_weighting_rule: str | None = knob(
         None, "the source of a Python function fn(norms, temperature, anomalous) -> one weight per replica, run on "
-        "every rank instead of the softmax weights (edit_lab.rules; None: the library's softmax_weights)",
+        "every rank instead of the softmax weights (edit_lab.hooks; None: the library's softmax_weights)",
         section=S_PENALTY, checked_by="penalty")
     # --- A-EDiT ---
     sync_period: float = knob(1.0, "T_sync, seconds of wall clock between syncs (aedit: at most timeout_s/2)",
@@ -289,10 +289,10 @@ class RunConfig:
         None, "the source of a Python function fn(step, warmup, interval, fragments) -> the fragment whose outer "
         "step lands at the start of step, or None, run on every rank of streaming_diloco with W, H and P instead "
         "of the staggered schedule (each fragment leaves fragment_sync_delay steps before it lands; "
-        "edit_lab.rules; None: the library's fragment_landing)", section=S_STREAM)
+        "edit_lab.hooks; None: the library's fragment_landing)", section=S_STREAM)
     wire_format: str = knob("none", "how pseudo-gradients travel over the sync group, every local-SGD method: none "
                             "(float32), bf16 (an all-reduce in bf16), int8 or int4 (codes and a scale per 256 "
-                            "values, an all-gather; edit_lab/wire.py)", section=S_STREAM, choices=WIRE_FORMATS)
+                            "values, an all-gather; edit_lab/core/wire.py)", section=S_STREAM, choices=WIRE_FORMATS)
     error_feedback: bool = knob(False, "keep what the wire format rounded away and add it to the next sync's "
                                 "pseudo-gradient (with wire_format other than none)", section=S_STREAM)
     # --- stragglers and the simulated sync link ---
@@ -304,7 +304,7 @@ class RunConfig:
                                   finite=True)
     straggler_rule: str | None = knob(
         None, "the source of a Python function fn(step, replica, compute_s) -> seconds that replica pauses after "
-        "that step (0: none), run on every rank after every step, on top of the stragglers above (edit_lab.rules; "
+        "that step (0: none), run on every rank after every step, on top of the stragglers above (edit_lab.hooks; "
         "None: no rule)", section=S_LINK)
     link_latency_ms: float = knob(0.0, "latency of the simulated sync-group link, in milliseconds (0 and bandwidth "
                                   "0: no simulation)", section=S_LINK, ge=0.0, finite=True)
@@ -407,7 +407,7 @@ class RunConfig:
             if k.checked_by is None and not k.admits(getattr(self, f.name), hints[f.name]):
                 bad(f.name, k.allowed(hints[f.name]))
 
-        from .penalty import PenaltyConfig, PenaltyValueError
+        from edit_lab.core.penalty import PenaltyConfig, PenaltyValueError
 
         try:  # the detector's own check, so that the config refuses exactly what the detector would
             PenaltyConfig.of(self).validate()
@@ -429,7 +429,7 @@ class RunConfig:
                    for r in self.straggler_replicas):
             bad("straggler_replicas", f"replica indices in 0..{self.replicas - 1}")
         if self.straggler_rule is not None:
-            from .rules import straggler_problem  # no torch: the rule is called on a few inputs here
+            from edit_lab.hooks import straggler_problem  # no torch: the rule is called on a few inputs here
 
             if (why := straggler_problem(self.straggler_rule)) is not None:
                 first = next((ln.strip() for ln in self.straggler_rule.splitlines() if ln.strip()), "")
@@ -437,7 +437,9 @@ class RunConfig:
         if self.outer_step_rule is not None:
             self._check_outer_step_rule()
         if self.sync_group_rule is not None:
-            from .rules import sync_groups_problem  # no torch: the rule is called for every rank of the mesh here
+            from edit_lab.hooks import (
+                sync_groups_problem,  # no torch: the rule is called for every rank of the mesh here
+            )
 
             timed = bool(self.time_budget) or capabilities(self.method).time_triggered
             if (why := sync_groups_problem(self.sync_group_rule, self.shards, self.replicas, timed)) is not None:
@@ -452,7 +454,7 @@ class RunConfig:
         if self.backend == "nccl" and self.device == "cpu":
             bad("backend", "gloo or auto with device='cpu' (NCCL moves only GPU tensors)")
         if self.data is not None:
-            from .data import check_corpus_file
+            from edit_lab.train.data import check_corpus_file
 
             problem = check_corpus_file(self.data, self.seq_len)
             if problem:
@@ -521,13 +523,13 @@ class RunConfig:
                 "leave a replica out (edit, aedit)")
 
     def _check_fragment_schedule_rule(self) -> None:
-        """A reader's fragment schedule (edit_lab.rules): streaming_diloco only; probed on the run's steps with its
+        """A reader's fragment schedule (edit_lab.hooks): streaming_diloco only; probed on the run's steps with its
         W, H, P and τ (no torch), after `_check_streaming` has accepted those."""
         first = next((ln.strip() for ln in str(self.fragment_schedule_rule).splitlines() if ln.strip()), "")
         if self.method != "streaming_diloco":
             raise ConfigError(f"fragment_schedule_rule={first[:80]!r} is not allowed with method={self.method!r}: "
                               f"the rule says which fragment lands when in streaming_diloco only")
-        from .rules import fragment_schedule_problem
+        from edit_lab.hooks import fragment_schedule_problem
 
         steps = None if self.time_budget else self.steps
         if (why := fragment_schedule_problem(self.fragment_schedule_rule, self.warmup_steps, self.sync_interval,
@@ -535,7 +537,7 @@ class RunConfig:
             raise ConfigError(f"fragment_schedule_rule={first[:80]!r} is not allowed: {why}")
 
     def _check_outer_step_rule(self) -> None:
-        """A reader's outer step (edit_lab.rules): only where OuterState's SGD is the outer step; probed on tensors."""
+        """A reader's outer step (edit_lab.hooks): only where OuterState's SGD is the outer step; probed on tensors."""
         first = next((ln.strip() for ln in self.outer_step_rule.splitlines() if ln.strip()), "")
         methods = ("diloco", "edit", "aedit", "streaming_diloco")
         if self.method not in methods:
@@ -545,26 +547,26 @@ class RunConfig:
                    "co2_* settings"}.get(self.method, f"{self.method} has no outer optimizer")
             raise ConfigError(f"outer_step_rule={first[:80]!r} is not allowed with method={self.method!r}: the rule "
                               f"replaces the outer optimizer of {', '.join(methods)} only; {why}")
-        from .rules import outer_step_problem  # imports torch: the rule is called on a few small tensors
+        from edit_lab.hooks import outer_step_problem  # imports torch: the rule is called on a few small tensors
 
         if (why := outer_step_problem(self.outer_step_rule, self.outer_lr, self.outer_momentum)) is not None:
             raise ConfigError(f"outer_step_rule={first[:80]!r} is not allowed: {why}")
 
     def _check_sync_schedule_rule(self, n_units: int) -> None:
-        """A reader's layer-wise sync order (edit_lab.rules): EDiT and A-EDiT only; called once for the model's
+        """A reader's layer-wise sync order (edit_lab.hooks): EDiT and A-EDiT only; called once for the model's
         unit count (no torch)."""
         first = next((ln.strip() for ln in str(self.sync_schedule_rule).splitlines() if ln.strip()), "")
         methods = [m for m in METHODS if capabilities(m).layerwise_sync]
         if self.method not in methods:
             raise ConfigError(f"sync_schedule_rule={first[:80]!r} is not allowed with method={self.method!r}: the "
                               f"rule orders the layer-wise sync inside the forward of {', '.join(methods)} only")
-        from .rules import sync_schedule_problem
+        from edit_lab.hooks import sync_schedule_problem
 
         if (why := sync_schedule_problem(self.sync_schedule_rule, n_units)) is not None:
             raise ConfigError(f"sync_schedule_rule={first[:80]!r} is not allowed: {why}")
 
     def _check_grad_all_reduce_rule(self) -> None:
-        """A reader's gradient all-reduce (edit_lab.rules): only where a gradient all-reduce over the sync group
+        """A reader's gradient all-reduce (edit_lab.hooks): only where a gradient all-reduce over the sync group
         runs; probed on stand-in collectives of `replicas` threads (imports torch)."""
         first = next((ln.strip() for ln in self.grad_all_reduce_rule.splitlines() if ln.strip()), "")
 
@@ -580,14 +582,14 @@ class RunConfig:
                    f"({where})")
         if self.replicas < 2:
             refuse("None with replicas=1: a single replica has no gradient all-reduce over the sync group")
-        from .rules import grad_all_reduce_problem  # imports torch: the rule runs on small stand-in tensors
+        from edit_lab.hooks import grad_all_reduce_problem  # imports torch: the rule runs on small stand-in tensors
 
         if (why := grad_all_reduce_problem(self.grad_all_reduce_rule, self.replicas)) is not None:
             refuse(why)
 
     def _check_aedit_schedule(self, bad: Any) -> None:
         """A replayed schedule must be an A-EDiT run's, of as many replicas, with a time budget to replace."""
-        from .schedule import ScheduleReplay
+        from edit_lab.core.protocol import ScheduleReplay
 
         if self.method != "aedit":
             bad("aedit_schedule", f"None with method={self.method!r} (only A-EDiT has a timed schedule to replay)")
@@ -612,7 +614,7 @@ class RunConfig:
                     f"under {name}={getattr(self, name)!r} would run another schedule than the one it names)")
 
     def _check_virtual(self, bad: Any) -> None:
-        """What the virtual clock (edit_lab/virtual.py) does not run yet, refused naming the field."""
+        """What the virtual clock (edit_lab/clock/virtual.py) does not run yet, refused naming the field."""
         if self.device == "cuda":
             bad("device", "auto or cpu with clock='virtual' (the virtual clock computes on the CPU)")
         if self.backend == "nccl":
@@ -662,3 +664,31 @@ def knobs() -> dict[str, Knob]:
 def field_help() -> dict[str, str]:
     """Each field's help text (the CLI's `--help` and the docs show it)."""
     return {name: k.help for name, k in knobs().items()}
+
+
+# ---------------------------------------------------------------- ready-made configurations
+# The lab panel's starting point, next to the config it fills in: the CLI, the example generator and the
+# benchmarks build the very configuration the panels start from without importing ipywidgets or plotly.
+#: seconds an A-EDiT run from the lab panel trains when no budget was chosen (edit-method.md §12)
+AEDIT_PANEL_BUDGET_S = 6.0
+
+
+def default_lab_config() -> RunConfig:
+    """A 2×2 run of the nano model that takes seconds on a laptop: enough steps for a few syncs.
+
+    The penalty keeps RunConfig's defaults, measured on this very configuration (edit-method.md D10).
+    """
+    return RunConfig(method="sync", shards=2, replicas=2, steps=24, model="nano", seq_len=32, batch_size=4,
+                     eval_every=0, eval_batches=2, warmup_steps=4, sync_interval=4, progress=False)
+
+
+def panel_time_budget(method: str, time_budget: float) -> float:
+    """The time budget a panel run of `method` starts from: A-EDiT never 0.
+
+    A-EDiT's promise is about time: with a step count its fast replica finishes its steps early and idles
+    until the slow one is done, which shows the opposite of the method. So choosing A-EDiT in the panel
+    with no budget sets one (AEDIT_PANEL_BUDGET_S); any other method, or a budget already chosen, is kept.
+    """
+    if method == "aedit" and time_budget <= 0:
+        return AEDIT_PANEL_BUDGET_S
+    return time_budget

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import METHODS, ConfigError, RunConfig
-from .events import sync_group_bytes
-from .launch import launch
+from edit_lab.config import METHODS, ConfigError, RunConfig
+from edit_lab.records.events import sync_group_bytes
+from edit_lab.runtime.launch import launch
 
 
 def demo(steps: int = 60, out: str = "runs/demo", methods: tuple[str, ...] = METHODS) -> list[dict]:

@@ -2,9 +2,9 @@
 
 This is the one place where a method's name and what the rest of the lab may ask of it are stated. The
 config's checks (`RunConfig.validate`), the fault injector, the tables and the figures read a method's
-capabilities here instead of testing its name, and the `Method` classes of `edit_lab/methods/` take
+capabilities here instead of testing its name, and the `Method` classes of `edit_lab/core/methods/` take
 theirs from here too (`Method.__init_subclass__`), so each fact is written once. It sits beside
-`config.py`, not inside `edit_lab/methods/`, because importing anything in that package runs its
+`config.py`, not inside `edit_lab/core/methods/`, because importing anything in that package runs its
 `__init__`, which imports every method class and with them torch: a refused configuration must be
 answered in a fraction of a second, and `methods/` depends on `config.py`, not the other way round.
 """

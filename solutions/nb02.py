@@ -14,7 +14,7 @@ prediction = TAU  # sync sends one gradient shard every step, DiLoCo one paramet
     {"marker": "def outer_step(anchor: torch.Tensor, delta_bar: torch.Tensor, buf: torch.Tensor, lr: float, "
                "momentum: float):",
      "assigns": "outer_step", "kind": "code", "check": "passed = check_outer_step(outer_step, lr=0.7, momentum=0.8)",
-     "setup": ["from edit_lab.outer import OuterState"],
+     "setup": ["from edit_lab.core.outer import OuterState"],
      "source": """\
 def outer_step(anchor: torch.Tensor, delta_bar: torch.Tensor, buf: torch.Tensor, lr: float, momentum: float):
     \"\"\"One outer step: returns (new anchor, new momentum buffer). `buf` starts at zeros.\"\"\"

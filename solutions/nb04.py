@@ -19,10 +19,10 @@ answer_exposed_ms = 7 + 4 * (7 - 3)  # unit 0 in full, each later unit's transfe
     # checked in-process by the replay (check_schedule), and judged by a real 2 × 2 EDiT run in the next cell
     # (check_schedule_in_a_run: the schedule as every rank's sync_schedule_rule, bit for bit against prefetch off);
     # tests/distributed/test_sync_schedule_rule.py runs this answer against that check too
-    {"marker": "from edit_lab.exercises.nb04 import check_schedule",
+    {"marker": "from edit_course.exercises.nb04 import check_schedule",
      "assigns": "my_schedule", "kind": "code", "check": "check_schedule(my_schedule)", "says": "The rule holds",
      "source": """\
-from edit_lab.exercises.nb04 import check_schedule
+from edit_course.exercises.nb04 import check_schedule
 
 
 def my_schedule(n_units: int) -> list:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from edit_lab import analysis
-from edit_lab.capstone import BANDWIDTHS_MB_S, FACTORS, LINK_LATENCY_MS
-from edit_lab.run import Run
+from edit_course.lessons.capstone import BANDWIDTHS_MB_S, FACTORS, LINK_LATENCY_MS
+from edit_lab.records import analysis
+from edit_lab.records.run import Run
 
 
 def straggle_factor(run: Run, replica: int) -> float:

@@ -1,4 +1,4 @@
-"""Record the small example runs shipped in edit_lab/examples (see that package's docstring).
+"""Record the small example runs shipped in edit_lab/records/examples (see that package's docstring).
 
     python -m edit_lab.tools.make_examples
 """
@@ -9,11 +9,10 @@ import json
 import tempfile
 from pathlib import Path
 
-from .. import rundir
-from ..config import RunConfig
-from ..examples import HERE
-from ..launch import launch
-from ..presets import default_lab_config
+from edit_lab.config import RunConfig, default_lab_config
+from edit_lab.records import rundir
+from edit_lab.records.examples import HERE
+from edit_lab.runtime.launch import launch
 
 
 def example_config(method: str) -> RunConfig:
@@ -30,7 +29,7 @@ def make(name: str, method: str) -> Path:
         run = launch(cfg.replace(out=str(Path(tmp) / name)))
         rundir.ship(run.path, dest)
     conf = json.loads((dest / rundir.CONFIG).read_text())
-    conf["out"] = f"edit_lab/examples/{name}"  # not the temporary folder it was recorded in
+    conf["out"] = f"edit_lab/records/examples/{name}"  # not the temporary folder it was recorded in
     (dest / rundir.CONFIG).write_text(json.dumps(conf, indent=2, sort_keys=True))
     return dest
 

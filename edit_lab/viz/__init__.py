@@ -22,15 +22,15 @@ concepts.py (the method's arithmetic: schedules, the mesh, shards, outer state),
 (notebook 04's sync split and bandwidth sweep), sweeps.py (a τ sweep, a simulated cluster's links).
 """
 
-from .colors import kind_color, kind_label
-from .export import figures_html, trace_dict, write_html, write_trace
-from .losses import budget_loss_figure, loss_figure
-from .memory import memory_figure
-from .penalty import penalty_figure
-from .rounds import round_blocks, round_marks, rounds_figure
-from .step_split import step_split_figure, step_split_table
-from .stragglers import capacity_figure, replica_pace_figure, straggler_figure
-from .timeline import timeline_figure
+from edit_lab.viz.colors import kind_color, kind_label
+from edit_lab.viz.export import figures_html, trace_dict, write_html, write_trace
+from edit_lab.viz.losses import budget_loss_figure, loss_figure
+from edit_lab.viz.memory import memory_figure
+from edit_lab.viz.penalty import penalty_figure
+from edit_lab.viz.rounds import round_blocks, round_marks, rounds_figure
+from edit_lab.viz.step_split import step_split_figure, step_split_table
+from edit_lab.viz.stragglers import capacity_figure, replica_pace_figure, straggler_figure
+from edit_lab.viz.timeline import timeline_figure
 
 __all__ = ["budget_loss_figure", "capacity_figure", "figures_html", "kind_color", "kind_label", "loss_figure", "memory_figure",
            "penalty_figure", "replica_pace_figure", "round_blocks", "round_marks", "rounds_figure", "step_split_figure", "step_split_table",

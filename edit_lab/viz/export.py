@@ -2,7 +2,7 @@
 
 Standalone means plotly.js is inlined once per page, so the file opens offline, can be mailed, and
 needs no server or notebook. The trace is derived from the same events as the timeline (see
-`edit_lab.trace`): open it at ui.perfetto.dev or chrome://tracing to zoom into single collectives.
+`edit_lab.records.trace`): open it at ui.perfetto.dev or chrome://tracing to zoom into single collectives.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from ..analysis import RunLike, StepRange, as_run, event_rows
-from ..trace import chrome_trace
+from edit_lab.records.analysis import RunLike, StepRange, as_run, event_rows
+from edit_lab.records.trace import chrome_trace
 
 PAGE = """<!DOCTYPE html>
 <html lang="en">

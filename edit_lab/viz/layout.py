@@ -73,7 +73,7 @@ def tick_label(name: str, width: int = TICK_CHARS) -> str:
 def short_run_labels(runs: Sequence) -> list[str]:
     """`analysis.run_label` of each run, and where two runs would read the same, '#1', '#2'… in the order
     given, instead of the run directory's name that `run_labels` adds (too long under a bar)."""
-    from ..analysis import as_run, run_label
+    from edit_lab.records.analysis import as_run, run_label
 
     base = [run_label(as_run(r)) for r in runs]
     seen: dict[str, int] = {}

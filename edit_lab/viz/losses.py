@@ -17,9 +17,16 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analysis import RunLike, as_runs, eval_table, metrics_table, run_labels
-from .colors import replica_color, run_colors
-from .layout import SUBPLOT_TITLE_PX, keep_corner_ticks_apart, legend_below, title_layout, title_text, top_margin
+from edit_lab.records.analysis import RunLike, as_runs, eval_table, metrics_table, run_labels
+from edit_lab.viz.colors import replica_color, run_colors
+from edit_lab.viz.layout import (
+    SUBPLOT_TITLE_PX,
+    keep_corner_ticks_apart,
+    legend_below,
+    title_layout,
+    title_text,
+    top_margin,
+)
 
 
 def seconds_title(runs: Sequence[object]) -> str:

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
-from ..analysis import RunLike, as_runs, memory_table, run_labels
-from .layout import empty_figure, legend_below, title_layout, title_text, top_margin
+from edit_lab.records.analysis import RunLike, as_runs, memory_table, run_labels
+from edit_lab.viz.layout import empty_figure, legend_below, title_layout, title_text, top_margin
 
 PARTS: dict[str, tuple[str, str]] = {
     "params": ("parameter shards", "#1F77B4"),

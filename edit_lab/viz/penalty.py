@@ -30,10 +30,17 @@ from typing import Literal
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analysis import RunLike, as_run, penalty_table, run_label
-from .colors import EXPOSED, replica_color
-from .layout import (SUBPLOT_TITLE_PX, empty_figure, keep_corner_ticks_apart, legend_below, title_layout,
-                     title_text, top_margin)
+from edit_lab.records.analysis import RunLike, as_run, penalty_table, run_label
+from edit_lab.viz.colors import EXPOSED, replica_color
+from edit_lab.viz.layout import (
+    SUBPLOT_TITLE_PX,
+    empty_figure,
+    keep_corner_ticks_apart,
+    legend_below,
+    title_layout,
+    title_text,
+    top_margin,
+)
 
 ROW_TITLES = ("G = ‖Δ‖", "z vs δ·f", "weight", "clip factor")
 

@@ -48,13 +48,20 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analysis import RunLike, as_run, as_runs, run_labels, trained_steps
-from ..events import is_cross_replica
-from ..overlap import merge, subtract
-from ..run import Run
-from .colors import ROUND_COLORS, rgba
-from .layout import (SUBPLOT_TITLE_PX, keep_corner_ticks_apart, legend_below, short_run_labels, title_layout,
-                     title_text, top_margin)
+from edit_lab.records.analysis import RunLike, as_run, as_runs, run_labels, trained_steps
+from edit_lab.records.events import is_cross_replica
+from edit_lab.records.overlap import merge, subtract
+from edit_lab.records.run import Run
+from edit_lab.viz.colors import ROUND_COLORS, rgba
+from edit_lab.viz.layout import (
+    SUBPLOT_TITLE_PX,
+    keep_corner_ticks_apart,
+    legend_below,
+    short_run_labels,
+    title_layout,
+    title_text,
+    top_margin,
+)
 
 Event = dict[str, Any]
 Window = tuple[float, float]

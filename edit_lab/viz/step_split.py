@@ -18,10 +18,10 @@ from collections.abc import Mapping
 import pandas as pd
 import plotly.graph_objects as go
 
-from ..analysis import RunLike, as_run
-from ..events import is_cross_replica
-from .colors import KIND_COLORS
-from .layout import legend_below, title_layout, title_text, top_margin
+from edit_lab.records.analysis import RunLike, as_run
+from edit_lab.records.events import is_cross_replica
+from edit_lab.viz.colors import KIND_COLORS
+from edit_lab.viz.layout import legend_below, title_layout, title_text, top_margin
 
 COMPUTE_KINDS = ("compute_fwd", "compute_bwd", "optimizer", "outer_step")
 PARTS = {  # column -> (legend label, colour): one colour per meaning

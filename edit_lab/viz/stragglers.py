@@ -22,10 +22,17 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..analysis import RunLike, as_runs, replica_table, rounds_table, run_labels
-from .colors import replica_color
-from .layout import (SUBPLOT_TITLE_PX, keep_corner_ticks_apart, legend_below, tick_labels, title_layout,
-                     title_text, top_margin)
+from edit_lab.records.analysis import RunLike, as_runs, replica_table, rounds_table, run_labels
+from edit_lab.viz.colors import replica_color
+from edit_lab.viz.layout import (
+    SUBPLOT_TITLE_PX,
+    keep_corner_ticks_apart,
+    legend_below,
+    tick_labels,
+    title_layout,
+    title_text,
+    top_margin,
+)
 
 DASHES = ("solid", "dot", "dash", "dashdot", "longdash")
 HEIGHT = 820

@@ -36,14 +36,13 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from ..analysis import RunLike, StepRange, as_run, event_rows, run_label
-from ..events import is_comm
-from ..mesh import Mesh
-from ..overlap import LEGEND, Overlap, Split
-from ..registry import capabilities
-from ..overlap import merge
-from .colors import BLOCKED_OTHER, EXPOSED, ROUND_COLORS, kind_color, kind_label, kind_sort_key, rgba
-from .layout import legend_below, title_layout, title_text, top_margin
+from edit_lab.core.mesh import Mesh
+from edit_lab.records.analysis import RunLike, StepRange, as_run, event_rows, run_label
+from edit_lab.records.events import is_comm
+from edit_lab.records.overlap import LEGEND, Overlap, Split, merge
+from edit_lab.registry import capabilities
+from edit_lab.viz.colors import BLOCKED_OTHER, EXPOSED, ROUND_COLORS, kind_color, kind_label, kind_sort_key, rgba
+from edit_lab.viz.layout import legend_below, title_layout, title_text, top_margin
 
 #: Row offsets inside a lane (the y axis is reversed, so compute is on top).
 ROWS = {"compute": -0.3, "shard": 0.0, "sync": 0.3}

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from edit_lab import launch
-from edit_lab.methods.aedit import active_weights, mix_step_weights
-from edit_lab.penalty import softmax_weights, step_scaled_norms
+from edit_lab.core.methods.aedit import active_weights, mix_step_weights
+from edit_lab.core.penalty import softmax_weights, step_scaled_norms
 from tests.distributed import CLOCK_SKEW_S
 from tests.helpers import small
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from edit_lab import capstone
+from edit_course.lessons import capstone
 from edit_lab.config import RunConfig
 from tests.capstone_solver import solve
 

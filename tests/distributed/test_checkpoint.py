@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from edit_lab import WorkerError, launch
-from edit_lab.checkpoint import CheckpointError, resolve
 from edit_lab.config import ConfigError
+from edit_lab.train.checkpoint import CheckpointError, resolve
 from tests.helpers import small
 
 

@@ -16,12 +16,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from edit_lab.comm import Comm
 from edit_lab.config import METHODS
-from edit_lab.events import Clock, EventLog
-from edit_lab.mesh import Mesh
-from edit_lab.worker import STRAY_DEVICE_ENV, stray_tensors_to
-
+from edit_lab.core.comm import Comm
+from edit_lab.core.mesh import Mesh
+from edit_lab.records.events import Clock, EventLog
+from edit_lab.runtime.worker import STRAY_DEVICE_ENV, stray_tensors_to
 from tests.helpers import small
 
 

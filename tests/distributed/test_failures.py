@@ -1,6 +1,6 @@
 """Failures end a run within a bounded time, name the rank that caused them, and leave no process.
 
-Each fault kind of `edit_lab.faults` is injected into a real run through `launch` (2×2 where the
+Each fault kind of `edit_lab.train.faults` is injected into a real run through `launch` (2×2 where the
 witnesses matter: a killed or hung rank leaves three peers failing with errors of their own; 2
 processes elsewhere, because starting processes is most of a test's time). Time bounds
 are measured from the moment the fault happened (the faulty rank's last log line or its error
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.slow
 def _workers(out: Path) -> list[psutil.Process]:
     """Live worker processes of the run in `out`: those writing to one of its rank logs.
 
-    A rank's stdout is its log file whether it is a fresh `python -m edit_lab.worker` or forked from
+    A rank's stdout is its log file whether it is a fresh `python -m edit_lab.runtime.worker` or forked from
     the warm server (whose command line it keeps), so the open log is what identifies it.
     """
     logs = {str(out / f"rank{r}.log") for r in range(8)}
@@ -150,7 +150,8 @@ def test_nan_loss_stops_sync_with_clear_message(out):
 # ------------------------------------------------------------------------------------ the launcher itself
 _SCRIPT = """
 import sys
-from edit_lab import RunConfig, launch
+from edit_lab import RunConfig
+from edit_lab import launch
 launch(RunConfig(model="nano", shards=1, replicas=2, seq_len=32, batch_size=4, steps=100000, eval_every=0,
                  eval_batches=2, progress=False, out=sys.argv[1]))
 """
@@ -188,7 +189,7 @@ def test_keyboard_interrupt_stops_every_worker(out):
 
 def test_killed_launcher_takes_its_workers_down(out):
     proc = _start_launcher(out)
-    servers = [p for p in psutil.Process(proc.pid).children() if "edit_lab.forkserver" in p.cmdline()]
+    servers = [p for p in psutil.Process(proc.pid).children() if "edit_lab.runtime.forkserver" in p.cmdline()]
     try:
         proc.kill()  # SIGKILL: no Python cleanup at all; the fork server sees its stdin end, PDEATHSIG the rest
         proc.wait(timeout=10)

@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import pytest
 
-from edit_lab.events import own_compute_s
+from edit_lab.records.events import own_compute_s
 
 pytestmark = pytest.mark.slow
 

@@ -1,5 +1,5 @@
 """A reader's fragment schedule run by every rank of a real Streaming DiLoCo run (`fragment_schedule_rule`,
-edit_lab/rules.py), and notebook 09's check that judges one by the run (`check_fragment_schedule`).
+edit_lab/hooks.py), and notebook 09's check that judges one by the run (`check_fragment_schedule`).
 
 The library's schedule as a rule gives the built-in run bit for bit (parameters, losses, landings); a different
 valid schedule (the fragments in reverse order) runs, and the run records the rule's landings, each sent τ steps
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import torch
 
-from edit_lab import launch
-from edit_lab.exercises.nb09 import check_fragment_schedule
-from edit_lab.sim.crosscheck import compare
+from edit_course.exercises.nb09 import check_fragment_schedule
+from edit_lab.runtime import launch
+from tests.distributed.sim_crosscheck import compare
 from tests.helpers import small, solution_function
 from tests.unit.exercise_asserts import not_yet
 from tests.unit.test_fragment_schedule_rule import LIBRARY, REVERSED

@@ -103,7 +103,7 @@ def test_a_spike_on_one_unit_leaves_the_whole_replica_out_at_that_sync(spike_on)
         else:  # the units it did not strike are in line with its peers', but the replica is out
             assert spiked["z"] <= spiked["threshold"] and spiked["weight"] == 0.0
     # the per-unit rule (D10, `penalty_peers` off) on the same norms flags the struck unit alone
-    from edit_lab.penalty import PenaltyConfig, replay
+    from edit_lab.core.penalty import PenaltyConfig, replay
 
     for u in range(3):
         recs = [groups[(s, u)] for s in syncs]
@@ -266,7 +266,7 @@ def test_a_rise_of_every_replica_is_readmitted_at_the_kth_sync(resumed_with_larg
 
 
 def test_engine_decisions_are_the_replay_of_their_norms(resumed_with_larger_tau):
-    from edit_lab.penalty import PenaltyConfig, replay
+    from edit_lab.core.penalty import PenaltyConfig, replay
 
     first, resumed, _ = resumed_with_larger_tau
     # the resumed detectors start from the checkpoint of step 20; the closing syncs of `finalize` (steps 20
@@ -349,7 +349,7 @@ def _bad_cfg(out, **kw):
     """The capstone's 1 × 4 run (nano, τ 4, W 4, 44 steps, random pauses) at twice the learning rate, replica 0
     reading random bytes from step 24: the first sync whose round holds bad data is 28's, the closing one 44's
     (benchmarks/penalty_rule.py's `1x4-lr-double-bad`)."""
-    from edit_lab.capstone import base_config
+    from edit_course.lessons.capstone import base_config
 
     return base_config().replace(lr=0.006, corrupt_replica=BAD_REPLICA, corrupt_from_step=BAD_FROM,
                                  corrupt_mode="random", threads=1, out=str(out), **kw)
@@ -382,7 +382,7 @@ def test_a_bad_replica_is_out_of_every_unit_from_the_second_sync_after_the_onset
 
 
 def test_engine_decisions_are_the_replay_of_their_norms_against_the_peers(bad_data):
-    from edit_lab.penalty import PenaltyConfig, replay_units
+    from edit_lab.core.penalty import PenaltyConfig, replay_units
 
     groups = _by_sync_unit(bad_data)
     syncs = sorted({s for s, _ in groups})
@@ -412,7 +412,7 @@ def test_exclude_trouble_leaves_the_bad_replica_out_from_the_onset_whatever_the_
 
 def _pair_cfg(out, **kw):
     """The capstone's run on 1 × 2 (nano, τ 4, W 4, 44 steps, random pauses): two ranks. With two replicas q_0 = 1/q_1, so only each replica's own memory of G/k says which one moved."""
-    from edit_lab.capstone import base_config
+    from edit_course.lessons.capstone import base_config
 
     return base_config().replace(replicas=2, threads=1, out=str(out), **kw)
 
@@ -431,7 +431,7 @@ def pair_spike(tmp_path_factory):
 
 def _replayed(run):
     """The verdicts `penalty.replay_units` predicts from the run's own recorded norms, [r][u][sync]."""
-    from edit_lab.penalty import PenaltyConfig, replay_units
+    from edit_lab.core.penalty import PenaltyConfig, replay_units
 
     groups = _by_sync_unit(run)
     syncs = sorted({s for s, _ in groups})

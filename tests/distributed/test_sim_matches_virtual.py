@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 from edit_lab import launch
+from edit_lab.clock.sim.programs import PROGRAMS
+from edit_lab.records.run import Run
 from edit_lab.registry import METHODS, capabilities
-from edit_lab.run import Run
-from edit_lab.sim.crosscheck import compare, steps_per_replica
-from edit_lab.sim.programs import PROGRAMS
+from tests.distributed.sim_crosscheck import compare, steps_per_replica
 from tests.helpers import small
 
 TIMELINE_TOL = 0.01  # issue 24: the same timeline within 1 % of the run's length
@@ -62,7 +62,7 @@ BUDGETS: dict[str, dict[str, Any]] = {
                                                       fragment_sync_delay=1, **STRAGGLER, **SLOW_LINK),
 }
 
-#: Compressed pseudo-gradients (edit_lab/wire.py): the bytes the run records are the ones the simulator charges.
+#: Compressed pseudo-gradients (edit_lab/core/wire.py): the bytes the run records are the ones the simulator charges.
 WIRE: dict[str, dict[str, Any]] = {
     "diloco-int8-1x2": dict(method="diloco", shards=1, sync_interval=2, wire_format="int8", **SLOW_LINK),
     "edit-bf16-2x2": dict(method="edit", shards=2, sync_interval=2, wire_format="bf16", **SLOW_LINK),
@@ -79,7 +79,7 @@ WIRE: dict[str, dict[str, Any]] = {
 def costs_files(tmp_path_factory) -> dict[int, str]:
     """Per number of shards, the virtual clock's default costs (the shipped example's calibration, scaled to
     the mesh: `virtual.costs_for`) as a costs JSON: calibrating the example takes seconds, loading this none."""
-    from edit_lab.virtual import costs_for
+    from edit_lab.clock.virtual import costs_for
 
     root = tmp_path_factory.mktemp("costs")
     files = {}
@@ -147,7 +147,7 @@ def test_a_departure_shows(virtual_run):
     one after the other (3 ms later each), then syncs after steps 3, 5 and 7 (1 ms each): 9 ms later."""
     import dataclasses
 
-    from edit_lab.virtual import costs_for
+    from edit_lab.clock.virtual import costs_for
 
     run = virtual_run(method="diloco", shards=1, sync_interval=2)
     costs = costs_for(run.config)

@@ -1,4 +1,4 @@
-"""A reader's straggler kind run by every rank of a real run (`straggler_rule`, edit_lab/rules.py), and notebook
+"""A reader's straggler kind run by every rank of a real run (`straggler_rule`, edit_lab/hooks.py), and notebook
 06's check that judges one by the run's own pause events (`check_straggler_in_a_run`).
 
 The throttle (replica 1 pauses after each odd step for that step's own compute) must pass on the virtual clock
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
+from edit_course.exercises.nb06 import check_straggler_in_a_run
 from edit_lab import launch
-from edit_lab.exercises.nb06 import check_straggler_in_a_run
-from edit_lab.rules import rule_source
+from edit_lab.hooks import rule_source
 from tests.helpers import small, solution_function
 from tests.unit.exercise_asserts import not_yet
 
@@ -55,7 +55,7 @@ def test_the_throttle_passes_on_the_virtual_clock_and_its_pauses_are_the_steps_c
     assert result and result.state == "correct", out
     assert out.startswith("Correct: your rule ran on all 2 ranks (virtual clock); replica 1 paused after each "
                           "of its 6 odd steps"), out
-    from edit_lab.run import Run
+    from edit_lab.records.run import Run
 
     run = Run(tmp_path / "run")
     assert run.config.straggler_rule.startswith("def throttle(step, replica, compute_s):")  # config.json has it

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from edit_lab import launch
-from edit_lab.stragglers import StragglerModel
+from edit_lab.train.stragglers import StragglerModel
 from tests.distributed import CLOCK_SKEW_S
 from tests.helpers import small
 

@@ -1,4 +1,4 @@
-"""A reader's sync groups used by a real run (`sync_group_rule`, edit_lab/rules.py), and notebook 03's check that
+"""A reader's sync groups used by a real run (`sync_group_rule`, edit_lab/hooks.py), and notebook 03's check that
 judges them by that run against one with the mesh's own groups (`check_sync_group_in_a_run`).
 
 The right function passes on a real gloo 2 × 2 run (4 processes, bit for bit the mesh's run); the shard groups
@@ -17,11 +17,11 @@ import re
 
 import pytest
 
+from edit_course.exercises.nb03 import check_sync_group_in_a_run
+from edit_course.tools.notebooks import notebooks
 from edit_lab import launch
 from edit_lab.config import ConfigError
-from edit_lab.exercises.nb03 import check_sync_group_in_a_run
-from edit_lab.rules import rule_source
-from edit_lab.tools.notebooks import notebooks
+from edit_lab.hooks import rule_source
 from tests.helpers import small, solution_function
 from tests.unit.exercise_asserts import not_yet
 
@@ -71,7 +71,7 @@ def test_the_right_groups_pass_on_a_real_2x2_run_bit_for_bit(wall):
     assert result and result.state == "correct", out
     assert out.startswith("Correct: your sync groups ran on all 4 ranks (wall clock)"), out
     assert "bit for bit" in out and "the anchors of all 6 unit shards agree" in out, out
-    from edit_lab.run import Run
+    from edit_lab.records.run import Run
 
     run = Run(d / "right")
     assert run.config.sync_group_rule.startswith("def columns(rank, shards, replicas):")  # config.json has it
@@ -89,7 +89,7 @@ def test_the_shard_groups_as_sync_groups_run_and_are_told_the_damage(wall, capsy
     assert "at the first sync (step 5) the validation loss went from" in out, out
     assert "the replicas do not hold the same model" in out, out
     assert (d / "rows" / "summary.json").exists()  # the run itself finished: its records judged it
-    from edit_lab.run import Run
+    from edit_lab.records.run import Run
 
     final = [m for m in Run(d / "rows").metrics if m.get("final")][0]
     assert final["val_loss_spread"] > 0 and f"{final['val_loss_spread']:.4f}" in out  # from the run, not typed in

@@ -1,4 +1,4 @@
-"""The virtual clock (edit_lab/virtual.py): the lab's own training, every rank a thread of this process, on a
+"""The virtual clock (edit_lab/clock/virtual.py): the lab's own training, every rank a thread of this process, on a
 clock a cost model advances. Deterministic by construction, the same numerics as a real run where timing
 cannot change them, and the timeline the cost model says (hand-computed cases)."""
 
@@ -10,8 +10,8 @@ import threading
 import pytest
 
 from edit_lab import launch
-from edit_lab.launch import WorkerError
-from edit_lab.sim.costs import Costs
+from edit_lab.clock.costs import Costs
+from edit_lab.runtime.launch import WorkerError
 from tests.helpers import small
 
 
@@ -68,8 +68,8 @@ def test_lanes_change_nothing_with_async_collectives_in_flight(tmp_path, method)
 
 
 def test_lanes_are_one_per_core_unless_set():
+    from edit_lab.clock.virtual import MAX_AUTO_LANES, lanes_for
     from edit_lab.config import RunConfig
-    from edit_lab.virtual import MAX_AUTO_LANES, lanes_for
 
     assert lanes_for(RunConfig(shards=2, replicas=2, virtual_lanes=3)) == 3
     assert lanes_for(RunConfig(shards=1, replicas=2, virtual_lanes=3)) == 2  # never more than the ranks
@@ -207,7 +207,7 @@ def test_eight_replicas_in_one_process(tmp_path):
 
 def test_calibrating_a_virtual_run_gives_back_its_costs(tmp_path):
     """The loop closes: sim.calibrate measures, from a virtual run's events, the very costs it ran on."""
-    from edit_lab.sim.calibrate import calibrate
+    from edit_lab.clock.calibrate import calibrate
 
     run = virtual(tmp_path, "edit", method="edit", shards=2, replicas=2, steps=12, straggler_replicas=(1,),
                   straggler_factor=2.0, clock_costs=uniform_costs(tmp_path))

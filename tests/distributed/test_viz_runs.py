@@ -13,11 +13,11 @@ from collections import Counter
 
 import pytest
 
-from edit_lab import analysis as A
 from edit_lab import launch
+from edit_lab.records import analysis as A
 from edit_lab.viz import loss_figure, memory_figure, penalty_figure, straggler_figure, timeline_figure, write_trace
-
 from tests.helpers import small
+
 
 @pytest.fixture(scope="module")
 def sync_run(tmp_path_factory):
@@ -235,7 +235,7 @@ def test_trace_of_a_2x2_run_parses(sync_run, tmp_path):
 
 
 def test_report_of_a_real_run(sync_run, tmp_path):
-    from edit_lab.report import write_report
+    from edit_lab.viz.report import write_report
 
     path = write_report(sync_run.path, tmp_path / "report.html")
     text = path.read_text()
@@ -244,7 +244,7 @@ def test_report_of_a_real_run(sync_run, tmp_path):
 
 # ---------------------------------------------------------------- panels
 def test_timeline_explorer_filters_and_redraws(sync_run):
-    from edit_lab.widgets import TimelineExplorer
+    from edit_lab.ui.lab import TimelineExplorer
 
     ex = TimelineExplorer(sync_run)
     assert ex.figure.layout.meta["steps"] == list(A.sync_window(sync_run))
@@ -265,7 +265,7 @@ def test_timeline_explorer_filters_and_redraws(sync_run):
 
 
 def test_straggler_lab_launches_and_redraws(tmp_path):
-    from edit_lab.widgets import StragglerLab
+    from edit_lab.ui.lab import StragglerLab
 
     lab = StragglerLab(base=small(shards=1, replicas=2, steps=3, warmup_steps=1, sync_interval=1), out_dir=tmp_path,
                        initial=[])  # no shipped example runs: the panel starts empty

@@ -1,4 +1,4 @@
-"""Warm workers (edit_lab/forkserver.py): a rank forked from the fork server is the same rank as a fresh one.
+"""Warm workers (edit_lab/runtime/forkserver.py): a rank forked from the fork server is the same rank as a fresh one.
 
 The fork server is how most runs of this suite and of a notebook start, so what it must never change is
 checked on real runs: the same configuration gives bit-for-bit the same losses, penalty decisions and
@@ -13,7 +13,7 @@ import os
 import pytest
 import torch
 
-from edit_lab import forkserver, launch
+from edit_lab.runtime import forkserver, launch
 from tests.helpers import small
 
 pytestmark = pytest.mark.slow
@@ -31,7 +31,7 @@ def test_a_forked_rank_trains_exactly_as_a_fresh_process(tmp_path, monkeypatch):
     assert _ranks_started() == before + 4  # every rank came from the server
     monkeypatch.setenv(forkserver.ENABLE_ENV, "0")
     cold = launch(cfg.replace(out=str(tmp_path / "cold")))
-    assert _ranks_started() == before + 4  # none did: four fresh `python -m edit_lab.worker`
+    assert _ranks_started() == before + 4  # none did: four fresh `python -m edit_lab.runtime.worker`
 
     assert warm.train_losses() == cold.train_losses()
     assert warm.val_losses() == cold.val_losses()

@@ -7,7 +7,7 @@ import torch
 
 from edit_lab import ConfigError, launch
 from edit_lab.config import METHODS, RunConfig
-from edit_lab.worker import resolve_backend
+from edit_lab.runtime.worker import resolve_backend
 from tests.helpers import small
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -103,7 +103,7 @@ def test_postbuild_in_a_fresh_venv(tmp_path):
     overrides = venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
     assert json.loads(overrides.read_text()) == json.loads((ROOT / "binder" / "jupyterlab-overrides.json").read_text())
     out = subprocess.run([str(py), "-c", "import edit_lab, ipywidgets, plotly.graph_objects as go, torch, jupyterlab;"
-                          "from edit_lab.widgets import StragglerLab; StragglerLab();"
+                          "from edit_lab.ui.lab import StragglerLab; StragglerLab();"
                           "print(torch.__version__, ipywidgets.__version__, torch.__file__)"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -30,18 +30,18 @@ REFERENCES = ("03_sharding_meets_local_sgd", "06_stragglers_and_aedit", "07_scal
 
 
 def lesson(name: str) -> Path:
-    from edit_lab.tools.notebooks import ROOT
+    from edit_course.tools.notebooks import ROOT
 
     return ROOT / "notebooks" / f"{name}.ipynb"
 
 
 def parameters(name: str) -> dict:
     """The lesson's test parameters, as tests/notebooks/test_notebooks.py gives them to papermill."""
-    from edit_lab.tools.notebooks import test_parameters
+    from edit_course.tools.notebooks import test_parameters
 
     params = test_parameters(lesson(name))
     if name.startswith("08"):  # the capstone's check cells are checked with the diagnoses a program finds
-        from edit_lab.capstone import mysteries
+        from edit_course.lessons.capstone import mysteries
         from tests.capstone_solver import solve
 
         params["DIAGNOSES"] = {letter: list(solve(run)) for letter, run in mysteries().items()}
@@ -80,7 +80,7 @@ def reference(executed: dict) -> dict:
 def refresh(name: str) -> Path:
     import os
 
-    from edit_lab.tools.notebooks import execute
+    from edit_course.tools.notebooks import execute
     from tests.nbval.lesson_digest import kernel_env
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from edit_lab.tools.notebooks import PATH_WORDS_MAX, ROOT, execute, notebooks, path_words
-from edit_lab.tools.notebooks import test_parameters as small_parameters
-from edit_lab.tools.solutions import shipped_problems
-from edit_lab.verdict import notebook_verdicts
+from edit_course.tools.notebooks import PATH_WORDS_MAX, ROOT, execute, notebooks, path_words
+from edit_course.tools.notebooks import test_parameters as small_parameters
+from edit_course.tools.solutions import shipped_problems
+from edit_course.verdict import notebook_verdicts
 
 NBS = notebooks()
 pytestmark = pytest.mark.notebooks
@@ -115,7 +115,7 @@ def test_imports_are_declared(nb):
 
 
 def capstone_diagnoses() -> dict[str, list]:
-    from edit_lab.capstone import mysteries
+    from edit_course.lessons.capstone import mysteries
     from tests.capstone_solver import solve
 
     return {letter: list(solve(run)) for letter, run in mysteries().items()}

@@ -32,19 +32,19 @@ import torch
 import torch.nn as nn
 
 from edit_lab.config import RunConfig
-from edit_lab.data import Corpus, load_corpus, train_batch
-from edit_lab.model import build_model
-from edit_lab.schedule import fragment_units
-from edit_lab.worker import make_optimizer
+from edit_lab.core.model import build_model
+from edit_lab.core.protocol import fragment_units
+from edit_lab.train.data import Corpus, load_corpus, train_batch
+from edit_lab.train.trainer import make_optimizer
 
 
 def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, out: dict[int, Any],
              errors: list[BaseException]) -> None:
     try:
+        import torch.distributed as dist
         from torchft import Manager
         from torchft.local_sgd import DiLoCo
         from torchft.process_group import ProcessGroupGloo
-        import torch.distributed as dist
 
         torch.manual_seed(cfg.seed)
         corpus = Corpus.from_bytes(load_corpus(cfg.data))

@@ -6,8 +6,8 @@ run them side by side; each file starts its own JupyterLab server and chromium (
 
 from __future__ import annotations
 
-from edit_lab.tools.solutions import shipped_problems
-from edit_lab.verdict import notebook_verdicts
+from edit_course.tools.solutions import shipped_problems
+from edit_course.verdict import notebook_verdicts
 
 from .notebook_page import NotebookPage
 from .readability import VIEWPORTS, check_page
@@ -30,7 +30,7 @@ _FIGURE_JS = """
 
 def run_all_and_check(nb: NotebookPage) -> dict:
     """Run All Cells from the menu; no error on the page, every figure and widget the kernel sent drawn, no
-    ✗ printed for a claim that is not a timing (`edit_lab.verdict`), and the score cell saying "not answered
+    ✗ printed for a claim that is not a timing (`edit_course.verdict`), and the score cell saying "not answered
     yet" for every check (`solutions.shipped_problems`)."""
     nb.screenshot("opened")
     nb.run_all(RUN_ALL_TIMEOUT_S)

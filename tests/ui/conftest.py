@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from edit_lab.tools.notebooks import NOTEBOOKS, parameterize, test_parameters
+from edit_course.tools.notebooks import NOTEBOOKS, parameterize, test_parameters
 
 from .browser import find_chromium, launch_context
 from .lab_server import LabServer

@@ -1,7 +1,7 @@
 """A throw-away JupyterLab server for the browser tests: started from this environment, stopped for sure.
 
 Why so careful: a JupyterLab server starts kernels in their own sessions, and a kernel that ran a
-StragglerLab starts worker processes (a fork server and its ranks, `edit_lab/forkserver.py`). Killing the server's process group
+StragglerLab starts worker processes (a fork server and its ranks, `edit_lab/runtime/forkserver.py`). Killing the server's process group
 alone would leave kernels (and, mid-run, workers) behind on a CI machine. So every process the
 server starts carries a marker in its environment (`EDIT_LAB_UI_TEST`), inherited all the way
 down to the workers, and `stop()` ends every process that carries it, then reports any survivor.

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from edit_lab.widgets import FIGURES, StragglerLab
+from edit_lab.ui.lab import FIGURES, StragglerLab
 
 from .browser import RUN_IN_BROWSER_BY
 from .checks import PANEL_RUN_TIMEOUT_S, assert_readable, drawn_plotly_outputs, figure_state, run_all_and_check

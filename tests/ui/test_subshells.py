@@ -9,7 +9,7 @@ to the kernel) reaches the main thread, not the thread the panel's run is on. Th
 through the browser: under the locked JupyterLab 4.6.6, jupyterlab-widgets 3.0.17 and ipykernel 7.4.0, a widget's
 callback runs on the kernel's main thread with either value, so both keep the promises (measured on 2026-12-03:
 the workers gone 0.02-0.14 s after the interrupt, a cell run meanwhile waits for the run, the panel runs
-again). The panel's interrupt needs that main thread (edit_lab/widgets.py, StragglerLab.run), so the lab pins
+again). The panel's interrupt needs that main thread (edit_lab/ui/lab.py, StragglerLab.run), so the lab pins
 "disabled" (binder/jupyterlab-overrides.json, installed by `make install` and binder/postBuild), and this test
 fails the day an upgrade moves the callbacks off it. Screenshots go to the test's tmp_path.
 """
@@ -35,7 +35,7 @@ WORKERS_GONE_S = 2.0
 
 _CELLS = [
     # 0: a panel whose Run trains for a minute on this machine (a process per rank), unless interrupted
-    "from edit_lab.widgets import StragglerLab\n"
+    "from edit_lab.ui.lab import StragglerLab\n"
     "lab = StragglerLab(out_dir='runs/subshells')\n"
     "lab.method.value = 'edit'\n"
     "lab.time_budget.value = 60.0\n"

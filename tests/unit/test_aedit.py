@@ -1,6 +1,6 @@
 """A-EDiT's trigger, without processes: the timer, the meeting, the decision, the weights — on a fake clock.
 
-The last tests replay the protocol of `edit_lab.methods.aedit` (step starts, timer checks, blocking
+The last tests replay the protocol of `edit_lab.core.methods.aedit` (step starts, timer checks, blocking
 meetings, restarts from the common value, the done-loop of `finalize`) as a discrete-event simulation
 built from the module's own pieces, so speeds, periods and N_min can be varied freely and exactly.
 """
@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from edit_lab.methods.aedit import Meeting, SyncTimer, active_weights, decide_sync, mix_step_weights
+from edit_lab.core.methods.aedit import Meeting, SyncTimer, active_weights, decide_sync, mix_step_weights
 
 
 def test_timer_expires_after_the_period_in_float64():
@@ -165,7 +165,7 @@ def test_one_step_periods_meet_at_every_step_and_n_min_gives_edits_schedule():
 
 
 def test_active_weights_leave_a_lockstep_round_bit_for_bit_alone():
-    from edit_lab.methods.aedit import active_weights
+    from edit_lab.core.methods.aedit import active_weights
 
     w = [0.49754702951169577, 0.5024529704883042]  # EDiT's softmax weights of a real sync (sum 1 ± 1 ulp)
     assert active_weights(w, [3, 3]) == w  # renormalising changed the first one's last bit

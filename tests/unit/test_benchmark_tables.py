@@ -17,7 +17,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import render  # noqa: E402
 import results_io  # noqa: E402
 
-
 BENCHMARKS = ROOT / "docs" / "benchmarks.md"
 
 

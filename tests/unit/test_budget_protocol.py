@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import torch
 
 from edit_lab.config import RunConfig
-from edit_lab.methods.local_sgd import LocalSGDMethod
+from edit_lab.core.methods.local_sgd import LocalSGDMethod
 
 TIMEOUT_S = 5.0
 

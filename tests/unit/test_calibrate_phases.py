@@ -1,8 +1,8 @@
-"""The calibration's phases of one rank's step (edit_lab/sim/calibrate.py `_phases`), on hand-built events."""
+"""The calibration's phases of one rank's step (edit_lab/clock/calibrate.py `_phases`), on hand-built events."""
 
 from __future__ import annotations
 
-from edit_lab.sim.calibrate import _phases
+from edit_lab.clock.calibrate import _phases
 
 
 def _ev(kind: str, t0: float, t1: float, unit: int | None = 0, group: str | None = None) -> dict:

@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from edit_lab import capstone
-from edit_lab.capstone import BANDWIDTHS_MB_S, KINDS, LETTERS, REPLICAS
+from edit_course.lessons import capstone
+from edit_course.lessons.capstone import BANDWIDTHS_MB_S, KINDS, LETTERS, REPLICAS
 from edit_lab.config import RunConfig
 from tests.capstone_solver import solve
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from edit_lab.checkpoint import CheckpointError, check_compatible, checkpoint_dir, resolve, source_rank, verify
 from edit_lab.config import ConfigError, RunConfig
+from edit_lab.train.checkpoint import CheckpointError, check_compatible, checkpoint_dir, resolve, source_rank, verify
 
 
 def write_checkpoint(run_dir: Path, sync_index: int, world_size: int = 2, step: int = 8) -> Path:

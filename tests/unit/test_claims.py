@@ -13,14 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from edit_lab import RunConfig, claims
-from edit_lab.analysis import replica_table
-from edit_lab.run import Run
-from edit_lab.verdict import FAIL, PASS, TIMING_NOTE
+from edit_course import claims
+from edit_course.verdict import FAIL, PASS, TIMING_NOTE
+from edit_lab import RunConfig
+from edit_lab.records.analysis import replica_table
+from edit_lab.records.examples import HERE as EXAMPLES_HERE
+from edit_lab.records.run import Run
 
 from . import viz_fake_run as F
 
-EXAMPLES = Path(claims.__file__).parent / "examples"
+EXAMPLES = EXAMPLES_HERE
 
 
 @pytest.fixture(scope="module")
@@ -245,7 +247,7 @@ def test_a_timing_reason_names_ranks_per_core_the_steps_noise_and_the_gap(tmp_pa
 
 
 def test_wall_against_blocked_puts_the_rest_of_the_gap_on_compute():
-    from edit_lab.examples import example_runs
+    from edit_lab.records.examples import example_runs
 
     runs = {r.config.method: r for r in example_runs()}
     if not {"edit", "sync"} <= set(runs):

@@ -1,4 +1,4 @@
-"""The penalty's claims (edit_lab/claims_penalty.py) on hand-built decisions and on the shipped runs.
+"""The penalty's claims (edit_course/claims/penalty.py) on hand-built decisions and on the shipped runs.
 
 Each hand-built run is an EDiT run directory holding only what the claims read: config.json, the penalty
 decisions, the losses and summary.json. A decision is judged when it records a threshold; the closing sync
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from edit_course.claims import penalty as cp
 from edit_lab import RunConfig
-from edit_lab import claims_penalty as cp
-from edit_lab.penalty import softmax_weights
-from edit_lab.run import Run
+from edit_lab.core.penalty import softmax_weights
+from edit_lab.records.run import Run
 
 UNITS, REPLICAS = 2, 2
 
@@ -140,7 +140,7 @@ def test_the_benchmarks_verification(tmp_path):
 
 
 def test_the_shipped_examples_closing_sync_is_described():
-    from edit_lab.examples import HERE
+    from edit_lab.records.examples import HERE
 
     if not (HERE / "edit-straggler" / "config.json").exists():
         pytest.skip("the example runs were never made in this checkout")
@@ -184,7 +184,7 @@ def test_the_paper_box_labels_whose_numbers_each_row_holds(tmp_path):
 def replayed_run(path: Path, norms, replicas: int = 2, **penalty) -> Run:
     """An EDiT run whose penalty.jsonl is what the library decides on `norms[r][u][i]` (G of replica r, unit u at
     sync i; τ = 2 local steps each, syncs at steps 6, 8, …; the last one a full round, judged)."""
-    from edit_lab.penalty import PenaltyConfig, replay_units
+    from edit_lab.core.penalty import PenaltyConfig, replay_units
 
     path.mkdir(parents=True)
     n = len(norms[0][0])

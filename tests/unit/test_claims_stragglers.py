@@ -1,4 +1,4 @@
-"""The straggler lessons' claims (edit_lab/claims_stragglers.py) on the fake run, hand-built tables and the
+"""The straggler lessons' claims (edit_course/claims/stragglers.py) on the fake run, hand-built tables and the
 shipped runs (the example runs of notebook 06, the capstone's mysteries)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from edit_lab import capstone
-from edit_lab import claims_stragglers as cs
-from edit_lab.examples import example_runs
-from edit_lab.run import Run
+from edit_course.claims import stragglers as cs
+from edit_course.lessons import capstone
+from edit_lab.records.examples import example_runs
+from edit_lab.records.run import Run
 from tests.unit.viz_fake_run import make_fake_run
 
 

@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from edit_lab.config import ConfigError, RunConfig, field_help
-from edit_lab.methods.co2 import CO2Outer
+from edit_lab.core.methods.co2 import CO2Outer
 
 
 def _shards() -> list[torch.Tensor]:

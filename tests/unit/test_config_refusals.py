@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from edit_lab.config import RENAMED, SECTIONS, ConfigError, RunConfig, field_hint, knobs
-from edit_lab.data import CHUNK, Corpus, check_corpus_file, corpus_problem, split_sizes, train_batch, val_batches
+from edit_lab.train.data import CHUNK, Corpus, check_corpus_file, corpus_problem, split_sizes, train_batch, val_batches
 from tests.unit.cli_run import cli_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -160,7 +160,7 @@ def test_old_bandwidth_name_still_loads(tmp_path):
     assert RunConfig().replace(link_bandwidth_mbps=5.0).link_bandwidth_mb_s == 5.0
     with pytest.raises(ConfigError, match="the same field"):
         RunConfig.from_dict({"link_bandwidth_mbps": 1.0, "link_bandwidth_mb_s": 2.0})
-    for example in sorted((ROOT / "edit_lab" / "examples").glob("*/config.json")):
+    for example in sorted((ROOT / "edit_lab" / "records" / "examples").glob("*/config.json")):
         old = json.loads(example.read_text())
         cfg = RunConfig.load(example)
         assert cfg.link_bandwidth_mb_s == old.get("link_bandwidth_mbps", old.get("link_bandwidth_mb_s"))
@@ -204,7 +204,7 @@ def _aedit_run_dir(tmp_path: Path, replicas: int = 2) -> Path:
 
 
 def test_a_replayed_aedit_schedule_is_refused_where_it_cannot_apply(tmp_path):
-    from edit_lab.schedule import ScheduleReplay
+    from edit_lab.core.protocol import ScheduleReplay
 
     run = str(_aedit_run_dir(tmp_path))
     ok = dict(method="aedit", shards=1, replicas=2, time_budget=2.0, aedit_schedule=run)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from edit_lab.data import (
+from edit_lab.train.data import (
     CORRUPT_MODES,
     Corpus,
     corrupt_batch,

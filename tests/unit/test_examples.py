@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 
-import json
-
-from edit_lab.analysis import replica_table
-from edit_lab.examples import HERE, NAMES, example_runs
+from edit_lab.records.analysis import replica_table
+from edit_lab.records.examples import HERE, NAMES, example_runs
 from edit_lab.viz import straggler_figure, timeline_figure
 
 
@@ -25,11 +24,11 @@ def test_every_example_run_is_shipped_and_loads():
 def test_no_machine_paths_in_the_examples():
     for path in HERE.glob("*/config.json"):
         out = json.loads(path.read_text())["out"]
-        assert out.startswith("edit_lab/examples/"), out
+        assert out.startswith("edit_lab/records/examples/"), out
 
 
 def test_panel_draws_examples_before_any_launch():
-    from edit_lab.widgets import StragglerLab
+    from edit_lab.ui.lab import StragglerLab
 
     lab = StragglerLab()
     assert len(lab.history) == len(NAMES)

@@ -1,4 +1,4 @@
-"""No exercise check ever raises at a student: every public `check_*` of every edit_lab/exercises/nb*.py,
+"""No exercise check ever raises at a student: every public `check_*` of every edit_course/exercises/nb*.py,
 found by inspection (a new check is covered without touching this file), given any bad answer a student can
 type, prints one friendly line and returns a falsy result; and the sources hold no `assert` statement and no
 `raise AssertionError`.
@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-import edit_lab.exercises as exercises
+import edit_course.exercises as exercises
+from edit_course.exercises import CheckResult, compare_prediction, compare_yes_no
+from edit_course.verdict import FAIL, PASS, parse
 from edit_lab import RunConfig
-from edit_lab.exercises import CheckResult, compare_prediction, compare_yes_no
-from edit_lab.verdict import FAIL, PASS, parse
 
 PACKAGE_DIR = Path(exercises.__file__).parent
 
@@ -58,7 +58,7 @@ REQUIRED: dict[str, dict[str, Any]] = {
                                 "out": Path(tempfile.gettempdir()) / "edit-lab-never-raise"},
 }
 
-# What every falsy verdict line starts with (never a verdict symbol of edit_lab.verdict).
+# What every falsy verdict line starts with (never a verdict symbol of edit_course.verdict).
 NOT_RIGHT = ("Not yet: ", "Not answered yet. ", "Not quite: ", "No prediction written. ", "Not this time. ")
 
 
@@ -100,7 +100,7 @@ def _bad_answers() -> dict[str, Any]:
 
 
 def public_checks() -> list[tuple[str, Any]]:
-    """(module:name, function) of every public check_* defined in edit_lab/exercises/nb*.py."""
+    """(module:name, function) of every public check_* defined in edit_course/exercises/nb*.py."""
     found = []
     for path in sorted(PACKAGE_DIR.glob("nb*.py")):
         module = importlib.import_module(f"{exercises.__name__}.{path.stem}")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from edit_lab.exercises import CheckResult, read_number, read_numbers, read_yes_no, say, show
-from edit_lab.exercises.nb04 import check_transfer_ms
-from edit_lab.exercises.nb05 import check_clip_factor, check_first_armed_step
-from edit_lab.exercises.nb06 import check_aedit_round_steps
-from edit_lab.exercises.nb07 import check_machine_of_rank, check_torchrun_sizes
-from edit_lab.verdict import parse
+from edit_course.exercises import CheckResult, read_number, read_numbers, read_yes_no, say, show
+from edit_course.exercises.nb04 import check_transfer_ms
+from edit_course.exercises.nb05 import check_clip_factor, check_first_armed_step
+from edit_course.exercises.nb06 import check_aedit_round_steps
+from edit_course.exercises.nb07 import check_machine_of_rank, check_torchrun_sizes
+from edit_course.verdict import parse
 
 
 def test_read_numbers_reads_lists_and_tuples_of_numbers():
@@ -66,7 +66,7 @@ def test_messages_are_one_line_and_never_a_verdict(capsys):
 
 
 def test_compare_prediction_prints_and_never_raises(capsys):
-    from edit_lab.exercises import compare_prediction, compare_yes_no, not_yet
+    from edit_course.exercises import compare_prediction, compare_yes_no, not_yet
 
     assert compare_prediction(10, 10.4, what="x", why="because.", rel_tol=0.05)
     assert "matches" in capsys.readouterr().out
@@ -87,9 +87,9 @@ def test_compare_prediction_prints_and_never_raises(capsys):
 
 
 def test_the_score_counts_each_calling_place_once_as_it_stands_now(capsys, monkeypatch):
-    from edit_lab import exercises
-    from edit_lab.exercises.nb00 import check_rank
-    from edit_lab.verdict import parse
+    from edit_course import exercises
+    from edit_course.exercises.nb00 import check_rank
+    from edit_course.verdict import parse
 
     monkeypatch.setattr(exercises, "_RESULTS", {})
     assert exercises.score() == (0, 0)

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from edit_lab.exercises.nb00 import (check_all_gathers_per_step, check_gather_prediction, check_rank, rank_of,
-                                     units_of)
-from edit_lab.mesh import Mesh
+from edit_course.exercises.nb00 import (
+    check_all_gathers_per_step,
+    check_gather_prediction,
+    check_rank,
+    rank_of,
+    units_of,
+)
+from edit_lab.core.mesh import Mesh
 from tests.unit.exercise_asserts import not_yet as _not_yet
 
 

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from edit_lab.exercises.nb01 import (check_all_reduce_mean, check_slowdown_prediction, check_throughput_fraction,
-                                     model_parameters, reference_all_reduce_mean, sharded_values)
+from edit_course.exercises.nb01 import (
+    check_all_reduce_mean,
+    check_slowdown_prediction,
+    check_throughput_fraction,
+    model_parameters,
+    reference_all_reduce_mean,
+    sharded_values,
+)
 from tests.unit.exercise_asserts import not_yet as _not_yet
 
 
@@ -27,8 +33,8 @@ def test_check_throughput_fraction(capsys):
 
 
 def test_sharded_values_match_the_engine_layout():
-    from edit_lab.model import build_model
-    from edit_lab.sharding import UnitLayout
+    from edit_lab.core.model import build_model
+    from edit_lab.core.sharding import UnitLayout
 
     for model in ("nano", "tiny"):
         units = build_model(model, 0).units()

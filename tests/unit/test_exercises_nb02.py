@@ -5,10 +5,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from edit_lab.exercises.nb02 import (check_bytes_ratio_prediction, check_first_sync_step, check_outer_step,
-                                     first_model_sync, nesterov_first_step)
-from edit_lab.methods.local_sgd import is_anchor_step, is_sync_step
-from edit_lab.outer import OuterState
+from edit_course.exercises.nb02 import (
+    check_bytes_ratio_prediction,
+    check_first_sync_step,
+    check_outer_step,
+    first_model_sync,
+    nesterov_first_step,
+)
+from edit_lab.core.methods.local_sgd import is_anchor_step, is_sync_step
+from edit_lab.core.outer import OuterState
 from tests.unit.exercise_asserts import not_yet as _not_yet
 
 

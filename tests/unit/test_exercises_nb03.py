@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from edit_lab.exercises.nb03 import check_state_prediction, check_sync_group_fn, sync_group
-from edit_lab.mesh import Mesh
+from edit_course.exercises.nb03 import check_state_prediction, check_sync_group_fn, sync_group
+from edit_lab.core.mesh import Mesh
 from tests.unit.exercise_asserts import not_yet as _not_yet
 
 

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
-from edit_lab.comm import LinkModel
-import pandas as pd
-
-from edit_lab.exercises.nb04 import (check_exposed_with_prefetch, check_prediction_cheaper, check_schedule,
-                                     check_transfer_ms, exposed_ms, no_prefetch_schedule, prefetch_schedule,
-                                     recorded_schedule, replay_exposed_ms, schedule_problems, transfer_ms)
+from edit_course.exercises.nb04 import (
+    check_exposed_with_prefetch,
+    check_prediction_cheaper,
+    check_schedule,
+    check_transfer_ms,
+    exposed_ms,
+    no_prefetch_schedule,
+    prefetch_schedule,
+    recorded_schedule,
+    replay_exposed_ms,
+    schedule_problems,
+    transfer_ms,
+)
+from edit_lab.core.comm import LinkModel
 from tests.unit.exercise_asserts import not_yet as _not_yet
 
 

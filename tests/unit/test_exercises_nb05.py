@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import copy
-import math
 import json
+import math
 
-from edit_lab.exercises.nb05 import check_clip_factor, check_first_armed_step, check_softmax_function, first_armed_step
-from edit_lab.methods.local_sgd import is_sync_step
-from edit_lab.penalty import AnomalyDetector
+from edit_course.exercises.nb05 import (
+    check_clip_factor,
+    check_first_armed_step,
+    check_softmax_function,
+    first_armed_step,
+)
+from edit_lab.core.methods.local_sgd import is_sync_step
+from edit_lab.core.penalty import AnomalyDetector
 from tests.unit.exercise_asserts import not_yet as _not_yet
 
 
@@ -75,9 +80,9 @@ def test_check_first_armed_step(capsys):
 
 
 def test_exercise_defaults_are_the_notebooks_and_the_labs():
+    from edit_course.tools.notebooks import NOTEBOOKS
     from edit_lab import RunConfig
-    from edit_lab.penalty import PenaltyConfig
-    from edit_lab.tools.notebooks import NOTEBOOKS
+    from edit_lab.core.penalty import PenaltyConfig
 
     params = json.loads((NOTEBOOKS / "05_pseudo_gradient_penalty.ipynb").read_text())
     cell = next(c for c in params["cells"] if "parameters" in c["metadata"].get("tags", []))
@@ -100,8 +105,8 @@ def test_the_playgrounds_answers_are_the_rules(capsys):
     """Part 0's predictions, answered by the library: a lasting rise stays flagged whatever α (the detector and the
     memory learn nothing while flagged), a shared rise flags nobody, and with two replicas a falling peer flags
     nobody with the memory and the healthy replica to the end without it."""
-    from edit_lab.exercises.nb05 import playground_answers
-    from edit_lab.penalty import PenaltyConfig
+    from edit_course.exercises.nb05 import playground_answers
+    from edit_lab.core.penalty import PenaltyConfig
 
     rise, both, fall = playground_answers()
     assert rise.startswith("lasting rise ×1.6 on replica 1 at sync 12: replica 1 at syncs 12–29 (at sync 17: flagged)")

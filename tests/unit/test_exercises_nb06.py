@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from edit_lab.exercises.nb06 import (aedit_round_steps, check_aedit_round_steps, check_edit_wait_ms, check_sync_share,
-                                     edit_wait_ms, sync_share)
+from edit_course.exercises.nb06 import (
+    aedit_round_steps,
+    check_aedit_round_steps,
+    check_edit_wait_ms,
+    check_sync_share,
+    edit_wait_ms,
+    sync_share,
+)
 from tests.unit.exercise_asserts import not_yet as _not_yet
 
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from edit_lab.exercises.nb07 import (check_machine_of_rank, check_prediction_same_bits, check_torchrun_sizes,
-                                     machine_of_rank, torchrun_sizes)
+from edit_course.exercises.nb07 import (
+    check_machine_of_rank,
+    check_prediction_same_bits,
+    check_torchrun_sizes,
+    machine_of_rank,
+    torchrun_sizes,
+)
 from tests.unit.exercise_asserts import not_yet as _not_yet
 
 

@@ -3,9 +3,9 @@ check that runs it on every rank: tests/distributed/test_fragment_schedule_rule.
 
 from __future__ import annotations
 
+from edit_course.exercises.nb09 import check_fragment_schedule
 from edit_lab import RunConfig
-from edit_lab.exercises.nb09 import check_fragment_schedule
-from edit_lab.schedule import fragment_landing
+from edit_lab.core.protocol import fragment_landing
 
 from .exercise_asserts import not_yet
 

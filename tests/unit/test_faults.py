@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from edit_lab import RunConfig
-from edit_lab.faults import InjectedFault, check_finite, inject, maybe_poison_loss
+from edit_lab.train.faults import InjectedFault, check_finite, inject, maybe_poison_loss
 
 
 def test_inject_is_a_no_op_off_target():

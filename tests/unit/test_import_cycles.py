@@ -153,7 +153,7 @@ def test_edit_lab_has_no_import_cycle():
 
 
 def test_the_simulator_imports_no_widgets():
-    """`edit_lab/sim/` is the pure simulator: the preview tab's widget glue is `widgets.PreviewTab`, so no module
+    """`edit_lab/clock/sim/` is the pure simulator: the preview tab's widget glue is `widgets.PreviewTab`, so no module
     of sim/ imports ipywidgets or a module of the widget layer, not even inside a function."""
     widget_layer = {f"{PACKAGE}.widgets", f"{PACKAGE}.panels", f"{PACKAGE}.playground"}
     graph = import_graph()

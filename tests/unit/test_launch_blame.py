@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from edit_lab.launch import _describe_exit, _first_failure, _is_peer_loss
+from edit_lab.runtime.launch import _describe_exit, _first_failure, _is_peer_loss
 
 GLOO_TIMEOUT = ("Traceback (most recent call last):\n  File \"worker.py\", line 1, in <module>\n"
                 "torch.distributed.DistBackendError: [../gloo/transport/tcp/pair.cc:534] Read error: "

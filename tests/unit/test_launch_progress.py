@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from edit_lab import RunConfig
-from edit_lab.launch import close_bar
+from edit_lab.runtime.launch import close_bar
 
 pytest.importorskip("ipywidgets")
 from tqdm.notebook import tqdm as notebook_tqdm  # noqa: E402

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from edit_lab.comm import LinkModel
+from edit_lab.core.comm import LinkModel
 
 
 def test_no_latency_and_no_bandwidth_limit_is_an_inactive_link():

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from edit_lab.config import RunConfig
-from edit_lab.overlap import Overlap
-from edit_lab.rundir import RankRecord, merge_metrics, summarize
+from edit_lab.records.overlap import Overlap
+from edit_lab.records.rundir import RankRecord, merge_metrics, summarize
 
 
 def train(rank: int, replica: int, step: int, loss: float, t: float, dt: float = 0.1, tokens: int = 512,

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from edit_lab.norms import squared_norm
+from edit_lab.core.sharding import squared_norm
 
 
 def test_squared_norm_equals_the_float64_sum_of_squares():

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from edit_lab.config import METHODS, ConfigError, RunConfig
-from edit_lab.events import is_comm, is_cross_replica, sync_group_bytes
-from edit_lab.mesh import Mesh
-from edit_lab.overlap import Overlap
+from edit_lab.core.mesh import Mesh
+from edit_lab.records.events import is_comm, is_cross_replica, sync_group_bytes
+from edit_lab.records.overlap import Overlap
 
 
 def ev(rank, kind, t0, t1, group=None, nbytes=0, unit=None, **data):
@@ -79,7 +79,7 @@ def test_mesh_coords_is_rank_equals_replica_times_s_plus_shard():
 def test_capabilities_are_the_registrys_and_the_classes_take_theirs_from_it():
     from dataclasses import asdict
 
-    from edit_lab.methods import METHODS as CLASSES
+    from edit_lab.core.methods import METHODS as CLASSES
     from edit_lab.registry import REGISTRY, capabilities
 
     assert METHODS == tuple(REGISTRY) == tuple(CLASSES)  # config.METHODS is the registry's: one list and order
@@ -110,8 +110,8 @@ def test_the_config_refuses_by_capability():
 def test_importing_the_config_or_the_run_directory_does_not_import_torch():
     import subprocess
 
-    code = ("import sys, edit_lab, edit_lab.config, edit_lab.penalty, edit_lab.rundir, edit_lab.run, edit_lab.mesh, "
-            "edit_lab.registry, edit_lab.schedule; "
+    code = ("import sys, edit_lab, edit_lab.config, edit_lab.core.penalty, edit_lab.records.rundir, edit_lab.records.run, edit_lab.core.mesh, "
+            "edit_lab.registry, edit_lab.core.protocol; "
             "assert 'torch' not in sys.modules, 'torch was imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -130,7 +130,7 @@ def test_a_refusal_by_capability_does_not_import_torch():
 
 
 def test_link_model_in_the_configs_units():
-    from edit_lab.comm import LinkModel
+    from edit_lab.core.comm import LinkModel
 
     link = LinkModel.of(latency_ms=2.0, bandwidth_mb_s=50.0)  # 2 ms + n / (50·10⁶ B/s)
     assert (link.latency_s, link.bandwidth_Bps) == (pytest.approx(0.002), pytest.approx(50e6))
@@ -140,8 +140,8 @@ def test_link_model_in_the_configs_units():
 
 def test_the_exercise_formula_of_a_transfer_is_the_link_models():
     """Notebook 04's student-facing formula (exercises.nb04.transfer_ms) must be the library's link."""
-    from edit_lab.comm import LinkModel
-    from edit_lab.exercises.nb04 import transfer_ms
+    from edit_course.exercises.nb04 import transfer_ms
+    from edit_lab.core.comm import LinkModel
 
     for nbytes, latency_ms, mbps in ((99_072, 2.0, 20.0), (1, 0.0, 1.0), (10**9, 5.0, 1000.0)):
         want_ms = LinkModel.of(latency_ms, mbps).transfer_time(nbytes) * 1e3
@@ -153,11 +153,11 @@ def test_a_time_budget_runs_blocked_time_counts_every_step_each_replica_trained(
     shipped A-EDiT example trained 157 steps, RunConfig.steps says 24): it leaves out only the closing sync."""
     from pathlib import Path
 
-    import edit_lab.examples
-    from edit_lab.analysis import replica_table
-    from edit_lab.run import Run
+    import edit_lab.records.examples
+    from edit_lab.records.analysis import replica_table
+    from edit_lab.records.run import Run
 
-    run = Run(Path(edit_lab.examples.__file__).parent / "aedit-straggler")
+    run = Run(Path(edit_lab.records.examples.__file__).parent / "aedit-straggler")
     assert run.config.time_budget > 0 and run.summary["steps"] > run.config.steps
     table = replica_table(run).set_index("replica")
     whole = run.overlap.replica_blocked_s(run.events, run.config.shards)  # the closing sync included
@@ -166,10 +166,10 @@ def test_a_time_budget_runs_blocked_time_counts_every_step_each_replica_trained(
 
 
 def test_the_launch_function_survives_its_submodule_being_imported_first():
-    """`edit_lab.launch` is both a function and a submodule: importing the submodule first must not leave the
+    """`edit_lab.runtime.launch` is both a function and a submodule: importing the submodule first must not leave the
     package attribute pointing at the module (it did with a lazily bound function)."""
     import subprocess
 
-    code = ("import edit_lab.launch, edit_lab.widgets; from edit_lab import launch; "
-            "assert callable(launch) and launch.__module__ == 'edit_lab.launch', launch")
+    code = ("import edit_lab.runtime.launch, edit_lab.ui.lab; from edit_lab import launch; "
+            "assert callable(launch) and launch.__module__ == 'edit_lab.runtime.launch', launch")
     subprocess.run([sys.executable, "-c", code], check=True)

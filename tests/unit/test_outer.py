@@ -7,7 +7,7 @@ import io
 import pytest
 import torch
 
-from edit_lab.outer import OuterState
+from edit_lab.core.outer import OuterState
 
 
 def _shards() -> list[torch.Tensor]:

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from edit_lab.overlap import Overlap, intersect, length, merge, subtract
+from edit_lab.records.overlap import Overlap, intersect, length, merge, subtract
 
 MS = 1e-3
 

@@ -1,4 +1,4 @@
-"""The notebooks' small panels (edit_lab/panels.py) and the prefetch figures (edit_lab/viz/prefetch.py).
+"""The notebooks' small panels (edit_course/panels.py) and the prefetch figures (edit_course/figures/prefetch.py).
 
 The panels are built over the example runs shipped with the package; `run_for` looks runs up in a
 dict, so no test launches a run (launching is the notebook's `run_for`, not the panel's)."""
@@ -10,12 +10,19 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from edit_lab.analysis import comm_totals, penalty_table, sync_window
+from edit_course.figures.prefetch import prefetch_sweep_figure, sync_split_figure
+from edit_course.panels import (
+    SWITCHES,
+    PenaltySwitchPanel,
+    PrefetchExplorer,
+    switches,
+    switches_config,
+    switches_name,
+    sync_step_note,
+)
 from edit_lab.config import RunConfig
-from edit_lab.examples import example_runs
-from edit_lab.panels import (SWITCHES, PenaltySwitchPanel, PrefetchExplorer, switches, switches_config,
-                             switches_name, sync_step_note)
-from edit_lab.viz.prefetch import prefetch_sweep_figure, sync_split_figure
+from edit_lab.records.analysis import comm_totals, penalty_table, sync_window
+from edit_lab.records.examples import example_runs
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +175,7 @@ def test_prefetch_sweep_figure_lines():
 
 # ---------------------------------------------------------------- the τ slider, the calculator, the cluster plan
 def test_tau_explorer_shows_the_chosen_run_against_sync(examples):
-    from edit_lab.panels import TauExplorer, tau_note
+    from edit_course.panels import TauExplorer, tau_note
 
     by_tau = {2: examples["edit-straggler"], 10: examples["aedit-straggler"]}
     sweep = pd.DataFrame([
@@ -187,8 +194,8 @@ def test_tau_explorer_shows_the_chosen_run_against_sync(examples):
 
 
 def test_outer_state_calculator_uses_the_model_size():
-    from edit_lab.model import SIZES, get_size
-    from edit_lab.panels import OuterStateCalculator, outer_state_note
+    from edit_course.panels import OuterStateCalculator, outer_state_note
+    from edit_lab.core.model import SIZES, get_size
 
     calc = OuterStateCalculator(model="base100m", shards=8)
     assert list(calc.model.options) == list(SIZES) and calc.model.value == "base100m"
@@ -203,7 +210,7 @@ def test_outer_state_calculator_uses_the_model_size():
 
 
 def test_cluster_planner_writes_the_commands_and_the_machines():
-    from edit_lab.panels import ClusterPlanner, cluster_plan
+    from edit_course.panels import ClusterPlanner, cluster_plan
 
     planner = ClusterPlanner()
     assert (planner.machines.value, planner.gpus.value, planner.model.value) == (4, 8, "base100m")
@@ -223,8 +230,8 @@ def test_an_aedit_run_from_the_straggler_lab_trains_for_a_time_budget():
     """With a step count A-EDiT's fast replica finishes early and idles (what the panel showed before): choosing
     A-EDiT with no budget sets one, the slider shows it, the run gets it; a chosen budget and the other methods'
     step counts are kept."""
-    from edit_lab.presets import AEDIT_PANEL_BUDGET_S, default_lab_config, panel_time_budget
-    from edit_lab.widgets import StragglerLab
+    from edit_lab.config import AEDIT_PANEL_BUDGET_S, default_lab_config, panel_time_budget
+    from edit_lab.ui.lab import StragglerLab
 
     assert panel_time_budget("aedit", 0.0) == AEDIT_PANEL_BUDGET_S > 0
     assert panel_time_budget("aedit", 3.0) == 3.0 and panel_time_budget("edit", 0.0) == 0.0

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 
 from edit_lab import ConfigError, RunConfig
-from edit_lab.penalty import (
+from edit_lab.core.penalty import (
     AnomalyDetector,
     PenaltyConfig,
     PenaltyValueError,
     clip_factor,
     outer_step_skipped,
     readmitted_replicas,
-    step_scaled_norms,
     replay,
     softmax_weights,
+    step_scaled_norms,
 )
 
 D10 = PenaltyConfig(peers=False)  # the lab's former rule: each unit alone, on G/k, re-admission after K
@@ -139,7 +139,7 @@ def test_the_outer_step_runs_exactly_when_some_weight_is_left(flags, steps):
     """Hand-built decisions of one unit through A-EDiT's weights (softmax, then `active_weights`): the lesson
     says 'no bar: the outer step is skipped', so a sync whose weights are all 0 must skip, and one with a
     weight must not."""
-    from edit_lab.methods.aedit import active_weights
+    from edit_lab.core.methods.aedit import active_weights
 
     weights = active_weights(softmax_weights([1.0, 2.0, 3.0], 1.0, list(flags)), list(steps))
     assert outer_step_skipped(list(flags), list(steps)) == (not any(w > 0.0 for w in weights))
@@ -541,7 +541,7 @@ def _replicas(R: int, n: int, level: float = 1.0, noise: float = 0.03) -> list[l
 
 
 def test_peer_ratios_hand_computed():
-    from edit_lab.penalty import peer_ratios
+    from edit_lab.core.penalty import peer_ratios
 
     assert peer_ratios([1.0, 2.0]) == [0.5, 2.0]  # two replicas: the ratio to the other one
     # the others' medians: 3, 3, 2, 2
@@ -559,7 +559,7 @@ def test_peer_ratios_equal_the_definition_with_ties_gaps_and_64_replicas():
     definition's to the bit: x_r over the median of the *other* finite values, ties and missing ones included."""
     import random
 
-    from edit_lab.penalty import peer_ratios
+    from edit_lab.core.penalty import peer_ratios
 
     def definition(values):
         ok = [v is not None and math.isfinite(v) for v in values]
@@ -603,7 +603,7 @@ def test_a_bad_replica_stays_out_of_every_unit_at_every_judged_sync_and_at_the_c
     out (×1.1 at the onset, then ×1.7 and down to ×1.35: above κ_s = 1.3 but under the detector's own limit
     of 1.45, as real bad data does, benchmarks/penalty_rule.py), its other units look like its peers'. The
     last sync is the closing one of `finalize` (not judged)."""
-    from edit_lab.penalty import replay_units
+    from edit_lab.core.penalty import replay_units
 
     R, U, n, bad = 4, 3, 14, 2
     rise = {8: 1.1, 9: 1.7, 10: 1.5, 11: 1.4, 12: 1.35, 13: 1.35}
@@ -631,7 +631,7 @@ def test_a_bad_replica_stays_out_of_every_unit_at_every_judged_sync_and_at_the_c
 
 def test_a_spiked_replica_is_out_at_the_spike_only():
     """θ ← 10θ on one unit: the whole replica is left out at that sync; θ ← a, so it is back at the next."""
-    from edit_lab.penalty import replay_units
+    from edit_lab.core.penalty import replay_units
 
     R, U, n = 3, 3, 14
     norms = [[_replicas(R, n)[r] for _ in range(U)] for r in range(R)]
@@ -663,7 +663,7 @@ def test_one_replica_has_no_peers_the_detector_judges_its_norm():
 
 
 def test_the_authors_detector_is_one_call_away():
-    from edit_lab.penalty import AUTHORS_DETECTOR
+    from edit_lab.core.penalty import AUTHORS_DETECTOR
 
     a = PenaltyConfig.authors()
     assert (a.peers, a.bias_correction, a.per_step, a.readmit_after, a.min_rel_std, a.alpha, a.arming,
@@ -716,7 +716,7 @@ def test_the_former_rule_never_flags_a_healthy_replica_of_the_recorded_runs():
 def test_the_default_rule_rarely_flags_a_healthy_replica_of_the_recorded_runs():
     """D11 judges the whole replica against its peers: 3 of the 759 healthy replica-syncs of these runs
     (lab-edit-long) are left out, 0.4 %, as in benchmarks/penalty_rule.py's replay set."""
-    from edit_lab.penalty import replay_units
+    from edit_lab.core.penalty import replay_units
 
     flagged = total = 0
     for run in NORMS:

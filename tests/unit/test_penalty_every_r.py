@@ -11,9 +11,18 @@ import math
 
 import pytest
 
-from edit_lab.detector_series import ReplayCase, flagged, replay_set, score
-from edit_lab.penalty import (AnomalyDetector, PenaltyConfig, decide_sync, excluded_from_weights, needs_memory,
-                              outer_step_skipped, peer_ratios, replay_units, softmax_weights)
+from edit_course.panels.detector_series import ReplayCase, flagged, replay_set, score
+from edit_lab.core.penalty import (
+    AnomalyDetector,
+    PenaltyConfig,
+    decide_sync,
+    excluded_from_weights,
+    needs_memory,
+    outer_step_skipped,
+    peer_ratios,
+    replay_units,
+    softmax_weights,
+)
 
 D11_AS_FIRST_CHOSEN = PenaltyConfig(enter_ratio=0.0, memory_threshold=0.0)
 
@@ -111,7 +120,7 @@ def test_a_replica_that_trained_no_step_stays_out_of_the_softmax():
                                          ("memory_threshold", math.nan), ("enter_ratio", True)])
 def test_d15_settings_that_cannot_work_are_refused_naming_the_field(field, value):
     from edit_lab.config import ConfigError, RunConfig
-    from edit_lab.penalty import PenaltyValueError
+    from edit_lab.core.penalty import PenaltyValueError
 
     with pytest.raises(PenaltyValueError, match=f"^{field}="):
         PenaltyConfig(**{field: value}).validate()

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from edit_lab.penalty import CLIP_EPS, PenaltyConfig
-from edit_lab.playground import DetectorPlayground, NormSeries, decide
+from edit_course.panels.playground import DetectorPlayground, NormSeries, decide
+from edit_lab.core.penalty import CLIP_EPS, PenaltyConfig
 
 # replica 1: a steady norm, a spike at sync 7, back to normal; replica 0: steady
 HEALTHY = [1.0, 1.1, 0.9, 1.0, 1.05, 0.95, 1.0, 1.02, 0.98, 1.0]

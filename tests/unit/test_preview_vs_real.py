@@ -1,4 +1,4 @@
-"""Previews against real runs, without launching one: the runs shipped in edit_lab/examples.
+"""Previews against real runs, without launching one: the runs shipped in edit_lab/records/examples.
 
 The three shipped runs (sync, EDiT and A-EDiT with a 2× straggler, real runs recorded on a quiet
 2-core machine) are files, so predicting them from the EDiT run's calibration gives the same numbers

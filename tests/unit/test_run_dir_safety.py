@@ -13,9 +13,8 @@ import pytest
 
 from edit_lab import launch
 from edit_lab.config import ConfigError, RunConfig
-from edit_lab.outdir import LOCK, RunDirError, check, claim, run_files
+from edit_lab.runtime.outdir import LOCK, RunDirError, check, claim, run_files
 from tests.unit.cli_run import ENV, cli_run
-
 
 
 def old_run(d: Path) -> dict[str, bytes]:
@@ -90,7 +89,7 @@ def test_a_fresh_or_missing_directory_is_taken(tmp_path):
 
 HOLDER = """
 import sys
-from edit_lab.outdir import claim
+from edit_lab.runtime.outdir import claim
 with claim(sys.argv[1]):
     open(sys.argv[1] + "/config.json", "w").write("first")
     print("held", flush=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from edit_lab import rundir
 from edit_lab.config import RunConfig
-from edit_lab.overlap import Overlap
-from edit_lab.rundir import PER_REPLICA_KEYS, SUMMARY_KEYS, ProgressFile, RankRecord, read_progress, summarize
+from edit_lab.records import rundir
+from edit_lab.records.overlap import Overlap
+from edit_lab.records.rundir import PER_REPLICA_KEYS, SUMMARY_KEYS, ProgressFile, RankRecord, read_progress, summarize
 
 
 def test_progress_file_round_trip(tmp_path):
@@ -48,9 +48,9 @@ def test_the_summary_keys_the_examples_were_recorded_with():
     import json
     from pathlib import Path
 
-    import edit_lab.examples
+    import edit_lab.records.examples
 
-    for summary in sorted(Path(edit_lab.examples.__file__).parent.glob("*/summary.json")):
+    for summary in sorted(Path(edit_lab.records.examples.__file__).parent.glob("*/summary.json")):
         s = json.loads(summary.read_text())
         assert tuple(s) in (SUMMARY_KEYS, rundir.PRE_CLOCK_KEYS), summary.parent.name  # before "clock": wall
         assert rundir.summary_clock(s) == "wall"

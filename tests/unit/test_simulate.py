@@ -6,11 +6,12 @@ import json
 
 import pytest
 
+from edit_lab.clock.calibrate import calibrate
+from edit_lab.clock.sim import Costs, simulate
+from edit_lab.clock.sim.engine import DeadlockError, Engine, Issue, Wait, Work
 from edit_lab.config import RunConfig
-from edit_lab.examples import HERE as EXAMPLES
-from edit_lab.run import Run
-from edit_lab.sim import Costs, calibrate, simulate
-from edit_lab.sim.engine import DeadlockError, Engine, Issue, Wait, Work
+from edit_lab.records.examples import HERE as EXAMPLES
+from edit_lab.records.run import Run
 
 MS = 1e-3
 
@@ -212,7 +213,7 @@ def test_predict_cli_with_typed_in_costs(tmp_path, capsys):
 
 
 def test_lab_preview_follows_the_controls():
-    from edit_lab.widgets import StragglerLab
+    from edit_lab.ui.lab import StragglerLab
 
     lab = StragglerLab(launcher=lambda cfg: Run(EXAMPLES / "edit-straggler"))
     assert lab.preview.costs is not None

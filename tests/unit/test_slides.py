@@ -1,12 +1,12 @@
-"""Every notebook carries slide metadata (`edit_lab.tools.slides`): its deck is the lesson's outline."""
+"""Every notebook carries slide metadata (`edit_course.tools.slides`): its deck is the lesson's outline."""
 
 from __future__ import annotations
 
 import json
 import re
 
-from edit_lab.tools import slides
-from edit_lab.tools.notebooks import notebooks
+from edit_course.tools import slides
+from edit_course.tools.notebooks import notebooks
 
 
 def md(text: str) -> dict:
@@ -24,7 +24,7 @@ def test_the_outline_is_the_title_the_sections_and_their_subsections():
 
 
 def test_every_notebook_carries_its_slide_metadata():
-    assert slides.main(["--check"]) == 0, "run python -m edit_lab.tools.slides"
+    assert slides.main(["--check"]) == 0, "run python -m edit_course.tools.slides"
 
 
 def test_nbconvert_builds_the_deck_of_headings_without_the_code():

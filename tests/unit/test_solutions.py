@@ -1,4 +1,4 @@
-"""The solutions mode (`python -m edit_lab.tools.solutions`, the answers in solutions/), fast: no kernel, no papermill.
+"""The solutions mode (`python -m edit_course.tools.solutions`, the answers in solutions/), fast: no kernel, no papermill.
 
 - every answer cell an answers file names is found in its notebook and replaced, every blank answer cell
   of a notebook has an answer, and the written notebook differs from the student's in those cells only;
@@ -23,9 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from edit_lab.exercises import CheckResult
-from edit_lab.tools import solutions as sol
-from edit_lab.tools.notebooks import notebooks
+from edit_course.exercises import CheckResult
+from edit_course.tools import solutions as sol
+from edit_course.tools.notebooks import notebooks
 
 NBS = notebooks()
 
@@ -193,7 +193,7 @@ def test_the_score_line_is_read_and_only_a_listed_miss_is_forgiven():
     printed = ("  compare_prediction          not answered yet\n  check_rank                  correct\n"
                "  check_all_gathers_per_step  correct\nScore: 2 of 3 checks passed; the lines above say which are "
                "still open.\n")
-    nb = executed("from edit_lab.exercises import score\n\nscore();", printed)
+    nb = executed("from edit_course.exercises import score\n\nscore();", printed)
     at_test = sol.score_of(nb, answers, test_parameters=True)
     assert at_test.ok and at_test.line.startswith("Score: 2 of 3") and len(at_test.allowed) == 1
     at_defaults = sol.score_of(nb, answers, test_parameters=False)
@@ -211,7 +211,7 @@ def test_the_score_line_is_read_and_only_a_listed_miss_is_forgiven():
 
 
 def _score_cell(text: str) -> dict:
-    return {"cells": [{"cell_type": "code", "source": "from edit_lab.exercises import score\n\nscore();",
+    return {"cells": [{"cell_type": "code", "source": "from edit_course.exercises import score\n\nscore();",
                        "outputs": [{"output_type": "stream", "name": "stdout", "text": text}]}]}
 
 

@@ -1,4 +1,4 @@
-"""The code regions notebooks show (`edit_lab.source`): every region a notebook names exists, is exactly the
+"""The code regions notebooks show (`edit_course.source`): every region a notebook names exists, is exactly the
 file's lines between its markers, and the markers are comments only."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from edit_lab import source
-from edit_lab.source import CodeRegion, RegionError, parse_regions, regions, show_code
+from edit_course import source
+from edit_course.source import CodeRegion, RegionError, parse_regions, regions, show_code
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 _CALL = re.compile(r"show_code\(([^)]*)\)")
@@ -78,7 +78,7 @@ def test_several_regions_show_one_after_the_other():
     both = show_code("outer-step", "co2-outer-step")
     assert [r.name for r in both.regions] == ["outer-step", "co2-outer-step"]
     page = both._repr_html_()
-    assert page.index("edit_lab/outer.py") < page.index("edit_lab/methods/co2.py")
+    assert page.index("edit_lab/core/outer.py") < page.index("edit_lab/core/methods/co2.py")
     with pytest.raises(RegionError, match="'nope'"):
         show_code("outer-step", "nope")
 
@@ -94,9 +94,9 @@ def test_unknown_region_lists_the_known_ones():
 
 def test_rendering_names_file_and_lines():
     r = show_code("softmax-weights")
-    assert r.path == "edit_lab/penalty.py" and r.module == "edit_lab.penalty"
+    assert r.path == "edit_lab/core/penalty.py" and r.module == "edit_lab.core.penalty"
     page = r._repr_html_()
-    assert "edit_lab/penalty.py" in page and f"lines {r.first_line}–{r.last_line}" in page
+    assert "edit_lab/core/penalty.py" in page and f"lines {r.first_line}–{r.last_line}" in page
     assert "softmax_weights" in page
     md = r._repr_markdown_()
     assert "```python\ndef softmax_weights(" in md  # dedented: a top-level function is unchanged

@@ -9,12 +9,20 @@ from pathlib import Path
 import pytest
 
 from edit_lab.config import RunConfig
-from edit_lab.run import Run
-from edit_lab.widgets import (FIGURES, VIRTUAL, StragglerLab, clock_labels, clock_note, cost_profile, mark_clock,
-                              run_summary)
+from edit_lab.records.run import Run
+from edit_lab.ui.lab import (
+    FIGURES,
+    VIRTUAL,
+    StragglerLab,
+    clock_labels,
+    clock_note,
+    cost_profile,
+    mark_clock,
+    run_summary,
+)
 from edit_lab.viz.layout import empty_figure
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "edit_lab" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "edit_lab" / "records" / "examples"
 
 
 def tiny(**kw) -> RunConfig:
@@ -89,7 +97,7 @@ def test_labels_notes_and_titles_name_the_clock_and_the_costs():
     assert mark_clock(fig, [real]).layout.title.text == before  # a real run's figure is left alone
 
     assert cost_profile(None).endswith("shipped example run edit-straggler")
-    assert cost_profile("/x/y/edit_lab/examples/edit-straggler (measured on model nano; compute scaled)") == \
+    assert cost_profile("/x/y/edit_lab/records/examples/edit-straggler (measured on model nano; compute scaled)") == \
         "calibrated from the shipped example run edit-straggler (measured on model nano; compute scaled)"
     assert cost_profile("/home/me/runs/edit/") == "calibrated from run edit"
     assert cost_profile("/home/me/gpu.json") == "costs file gpu.json"

@@ -1,4 +1,4 @@
-"""Notebook 06's tables (edit_lab/straggler_tables.py) on hand-built run directories: the fake run of
+"""Notebook 06's tables (edit_course/lessons/races.py) on hand-built run directories: the fake run of
 tests/unit/viz_fake_run.py (2 × 2, 4 steps, warm-up 1, sync interval 2, an anchor at step 1, syncs at
 steps 3 and 4), its metrics, summary or method_info rewritten to chosen values, every answer exact."""
 
@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from edit_lab import straggler_tables as st
-from edit_lab.claims_stragglers import pace_table
-from edit_lab.run import Run
+from edit_course.claims.stragglers import pace_table
+from edit_course.lessons import races as st
+from edit_lab.records.run import Run
 from tests.unit.viz_fake_run import make_fake_run
 
 

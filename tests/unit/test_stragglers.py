@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-
 import pytest
 
 from edit_lab import RunConfig
-from edit_lab.events import OWN_COMPUTE_KINDS, Clock, EventLog, own_compute_s
-from edit_lab.stragglers import StragglerModel
+from edit_lab.records.events import OWN_COMPUTE_KINDS, Clock, EventLog, own_compute_s
+from edit_lab.train.stragglers import StragglerModel
 
 
 def schedule(model: StragglerModel, replica: int, steps: int) -> list[float]:

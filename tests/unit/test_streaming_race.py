@@ -1,4 +1,4 @@
-"""Notebook 09's readings and figures (edit_lab/claims_streaming.py, edit_lab/viz/streaming.py) on a hand-built
+"""Notebook 09's readings and figures (edit_course/claims/streaming.py, edit_course/figures/streaming.py) on a hand-built
 run whose every byte and second is known (tests/unit/viz_fake_run.py): the sync at step 3 sends 3 × 1,000 bytes
 on rank 0 during training, the closing sync at step 4 another 3,000 after it; validations end at 1.7 s and at
 4.227 s (after the closing sync)."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from edit_lab import claims_streaming as race
-from edit_lab.run import Run
-from edit_lab.viz.streaming import loss_time_bytes_figure, step_bytes_figure
+from edit_course.claims import streaming as race
+from edit_course.figures.streaming import loss_time_bytes_figure, step_bytes_figure
+from edit_lab.records.run import Run
 
 from . import viz_fake_run as F
 

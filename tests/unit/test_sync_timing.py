@@ -16,8 +16,8 @@ import json
 
 import pytest
 
-from edit_lab import sync_timing as T
-from edit_lab.run import Run
+from edit_course.lessons import sync_timing as T
+from edit_lab.records.run import Run
 
 from . import viz_fake_run as F
 

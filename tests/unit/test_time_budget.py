@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from edit_lab.config import ConfigError, RunConfig
-from edit_lab.rundir import eval_key, merge_metrics
+from edit_lab.records.rundir import eval_key, merge_metrics
 
 
 def _eval(rank: int, replica: int, step: int, val: float, t: float, **kw) -> dict:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from edit_lab.config import RunConfig
-from edit_lab.trace import chrome_trace, lane
+from edit_lab.records.trace import chrome_trace, lane
 
 
 def ev(rank: int, kind: str, t0: float, t1: float, group: str | None = None, unit: int | None = None,

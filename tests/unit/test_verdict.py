@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from edit_lab.verdict import count, notebook_verdicts, parse, verdict
+from edit_course.verdict import count, notebook_verdicts, parse, verdict
 
 
 def test_a_verdict_prints_its_numbers_and_on_failure_its_likely_reason(capsys):

@@ -7,11 +7,11 @@ import threading
 import pytest
 import torch
 
-from edit_lab import virtual
+from edit_lab.clock import virtual
+from edit_lab.clock.costs import Costs
 from edit_lab.config import ConfigError, RunConfig
-from edit_lab.events import Clock, EventLog
-from edit_lab.mesh import Mesh
-from edit_lab.sim.costs import Costs
+from edit_lab.core.mesh import Mesh
+from edit_lab.records.events import Clock, EventLog
 
 
 def run_ranks(fabric: virtual.Fabric, body) -> list[threading.Thread]:

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from edit_lab import analysis as A
-from edit_lab.run import Run
+from edit_lab.records import analysis as A
+from edit_lab.records.run import Run
 
 from . import viz_fake_run as F
 
@@ -205,7 +205,7 @@ def test_shipped_time_budget_rounds_hold_every_step_trained(name):
     """Notebook 06's "local steps per round" ended EDiT at cfg.steps though it ran twice as many. (The
     shipped runs whose replicas trained a step count other than cfg.steps: the A-EDiT one, one replica
     above it and one below.)"""
-    from edit_lab.examples import HERE
+    from edit_lab.records.examples import HERE
 
     run = Run(HERE / name)
     per = run.summary["per_replica"]

@@ -1,17 +1,25 @@
-"""The figures of the method's arithmetic (edit_lab/viz/concepts.py) and of a τ sweep (edit_lab/viz/sweeps.py)."""
+"""The figures of the method's arithmetic (edit_course/figures/concepts.py) and of a τ sweep (edit_course/figures/sweeps.py)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from edit_lab.mesh import Mesh
-from edit_lab.methods.local_sgd import in_warmup, is_anchor_step, is_sync_step
-from edit_lab.model import build_model, get_size
-from edit_lab.sharding import UnitLayout
-from edit_lab.viz.concepts import (BLOCKED, mesh_figure, outer_state_figure, rank_bytes, rank_bytes_figure,
-                                   shard_layout_figure, sync_schedule_figure, sync_straggler_figure)
-from edit_lab.viz.sweeps import tau_sweep_figure
+from edit_course.figures.concepts import (
+    BLOCKED,
+    mesh_figure,
+    outer_state_figure,
+    rank_bytes,
+    rank_bytes_figure,
+    shard_layout_figure,
+    sync_schedule_figure,
+    sync_straggler_figure,
+)
+from edit_course.figures.sweeps import tau_sweep_figure
+from edit_lab.core.mesh import Mesh
+from edit_lab.core.methods.local_sgd import in_warmup, is_anchor_step, is_sync_step
+from edit_lab.core.model import build_model, get_size
+from edit_lab.core.sharding import UnitLayout
 
 
 def test_sync_straggler_figure_blocks_the_healthy_replica():
@@ -107,7 +115,7 @@ def test_tau_sweep_figure_against_the_sync_reference():
 
 
 def test_capacity_share_figure_one_panel_per_setting():
-    from edit_lab.viz.sweeps import capacity_share_figure
+    from edit_course.figures.sweeps import capacity_share_figure
 
     rows = [{"setting": setting, "link GB/s": link, "method": method, "share of capacity": share}
             for setting, scale in (("alike", 1.0), ("one slow node", 0.5))
@@ -127,7 +135,7 @@ def test_capacity_share_figure_one_panel_per_setting():
 def test_the_idealised_layerwise_sync(transfer):
     """Without prefetch every transfer is waited for in full; with it only the first one, then the link or the
     compute, whichever is slower, sets the pace (one transfer at a time)."""
-    from edit_lab.viz.concepts import layerwise_schedule, layerwise_sync_figure
+    from edit_course.figures.concepts import layerwise_schedule, layerwise_sync_figure
 
     units, c = 4, 1.0
     off, on = (layerwise_schedule(units, c, transfer, p) for p in (False, True))
@@ -149,7 +157,7 @@ def test_the_idealised_layerwise_sync(transfer):
 def test_the_idealised_rounds(slow, tau):
     """In the same seconds: sync's and EDiT's fast replica trains the slow one's steps and stands blocked for
     the difference, A-EDiT's trains its own pace and is never blocked."""
-    from edit_lab.viz.concepts import rounds_schedule, rounds_schedule_figure
+    from edit_course.figures.concepts import rounds_schedule, rounds_schedule_figure
 
     until = 2 * tau * slow
     count = lambda s, rep: sum(1 for k, _, _ in s[rep] if k == "step")  # noqa: E731

@@ -7,10 +7,20 @@ import re
 
 import pytest
 
-from edit_lab import analysis as A
-from edit_lab.run import Run
-from edit_lab.viz import (capacity_figure, figures_html, loss_figure, memory_figure, penalty_figure, replica_pace_figure,
-                          straggler_figure, trace_dict, write_html, write_trace)
+from edit_lab.records import analysis as A
+from edit_lab.records.run import Run
+from edit_lab.viz import (
+    capacity_figure,
+    figures_html,
+    loss_figure,
+    memory_figure,
+    penalty_figure,
+    replica_pace_figure,
+    straggler_figure,
+    trace_dict,
+    write_html,
+    write_trace,
+)
 
 from . import viz_fake_run as F
 
@@ -203,7 +213,7 @@ def test_report_from_the_cli(fake, no_penalty, tmp_path):
                     "Memory per rank"):
         assert heading in text, heading
     assert text.count("plotly.js v") == 1 and text.count("Plotly.newPlot") == 5
-    from edit_lab.report import write_report
+    from edit_lab.viz.report import write_report
 
     default = write_report(no_penalty.path)
     assert default == no_penalty.path / "report.html"
@@ -257,7 +267,7 @@ def test_wrap_keeps_words_and_tags():
 def test_panels_show_figures_at_the_notebooks_width(fake, no_penalty):
     """The panels' figures are FigurePanes (JupyterLab's own plotly renderer: redrawn at their container's width),
     and no control is wider than a laptop's notebook column."""
-    from edit_lab.widgets import FIGURES, FigurePane, StragglerLab, TimelineExplorer
+    from edit_lab.ui.lab import FIGURES, FigurePane, StragglerLab, TimelineExplorer
 
     pane = FigurePane(loss_figure(fake))
     data = pane.outputs[0]["data"]["application/vnd.plotly.v1+json"]
@@ -285,7 +295,7 @@ def test_short_run_labels_number_twins_instead_of_naming_directories(fake, no_pe
 def test_the_budget_loss_figure_keeps_its_corner_ticks_apart():
     """Second 0 on the x axis and the lowest loss on the y axis meet in the corner: the browser's
     readability check found them overlapping by 3 px before the axes got their standoff."""
-    from edit_lab.examples import example_runs
+    from edit_lab.records.examples import example_runs
     from edit_lab.viz.losses import budget_loss_figure
 
     fig = budget_loss_figure(example_runs())
@@ -298,7 +308,7 @@ def test_the_time_axis_says_whose_seconds_it_counts(tmp_path):
     import shutil
 
     from edit_lab import Run
-    from edit_lab.examples import example_runs
+    from edit_lab.records.examples import example_runs
     from edit_lab.viz.losses import budget_loss_figure, loss_figure
 
     real = example_runs()[0]

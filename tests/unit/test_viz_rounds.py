@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from edit_lab import RunConfig
-from edit_lab.overlap import merge
-from edit_lab.run import Run
+from edit_lab.records.overlap import merge
+from edit_lab.records.run import Run
 from edit_lab.viz import rounds_figure
 from edit_lab.viz.layout import SUBTITLE_CHARS, TITLE_CHARS
 from edit_lab.viz.rounds import BLOCK_LABELS, default_window, round_blocks, round_marks
 
 S, R, STEPS = 2, 2, 4
-EXAMPLES = Path(__file__).resolve().parents[2] / "edit_lab" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "edit_lab" / "records" / "examples"
 
 
 def _ev(rank: int, step: int, kind: str, t0: float, t1: float, group: str | None = None, unit: int | None = None,

@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from edit_lab import analysis as A
-from edit_lab.run import Run
+from edit_lab.records import analysis as A
+from edit_lab.records.run import Run
 from edit_lab.viz import colors
 from edit_lab.viz.timeline import BAR_WIDTH, ROWS, STAGGER, lane_positions, row_of, timeline_figure
 
@@ -196,7 +196,7 @@ def test_the_essential_view_is_one_lane_per_replica_and_one_colour_per_meaning(f
 def test_waiting_is_the_union_of_every_collectives_exposed_part(fake):
     """On the compute row, red = the rank stood blocked on a collective of any group: the union of the exposed
     parts overlap.py gives, each instant once (hand-built events of viz_fake_run)."""
-    from edit_lab.overlap import length, merge
+    from edit_lab.records.overlap import length, merge
 
     fig = timeline_figure(fake)
     waiting = _roles(fig)["waiting"]

@@ -1,4 +1,4 @@
-"""Compressed pseudo-gradients (edit_lab/wire.py) and Streaming DiLoCo's schedule and refusals (issue 38).
+"""Compressed pseudo-gradients (edit_lab/core/wire.py) and Streaming DiLoCo's schedule and refusals (issue 38).
 
 The codec: what a payload weighs (the bytes the link charges and the simulator predicts) is the encoded
 tensor's own size; each value comes back within half a code step of its block; re-encoding a decoded tensor
@@ -12,10 +12,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from edit_lab import wire
 from edit_lab.config import ConfigError, RunConfig
-from edit_lab.outer import OuterState
-from edit_lab.schedule import fragment_landing, fragment_units, is_sync_step
+from edit_lab.core import wire
+from edit_lab.core.outer import OuterState
+from edit_lab.core.protocol import fragment_landing, fragment_units, is_sync_step
 
 
 @pytest.mark.parametrize("fmt", wire.WIRE_FORMATS)

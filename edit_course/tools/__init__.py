@@ -1,0 +1,1 @@
+"""The course's tools: make notebooks, solutions mode, slides, the capstone's mysteries."""

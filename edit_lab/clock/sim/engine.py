@@ -1,0 +1,285 @@
+"""The event engine: replicas as generators, sync-group collectives matched in issue order.
+
+Each replica is a Python generator (its program, `programs.py`) that yields requests and gets answers:
+
+    Work(kind, seconds)          the replica computes (or spins): its clock moves on
+    Local(kind, seconds)         a blocking shard-group exchange (inside the replica: a fixed cost; none
+                                 with one shard, where `Comm` exchanges nothing)
+    Issue(kind, nbytes, payload) a sync-group collective; the answer is a Handle
+    Wait(handle)                 block until the collective is complete; the answer is every replica's payload
+    Now()                        the replica's clock
+    Step(n), Row(fields)         bookkeeping: the step events belong to; a metrics row stamped with the clock
+
+The n-th sync-group collective of every replica is the same collective, exactly as in a real process
+group, so one that every replica has issued completes at
+
+    done     = max(issue times, end of the previous collective of the group) + latency + bytes / bandwidth
+    deadline = as `comm.LinkModel.deadline(done, bytes)` when the config simulates a link
+
+A replica blocked in `Wait` resumes at the completion; the time in between is its *exposed* time on that
+collective, recorded as a real run records it (`comm.Comm._complete`): the collective's span with
+`data.overlapped`/`data.exposed`, plus a `wait` span for an asynchronous one. `overlap.py` then reads the
+simulated events exactly as it reads a real run's. Replicas run one after the other until each blocks on
+a collective some replica has not issued yet; nothing but collectives couples them, so the order in which
+they are advanced does not change any time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from edit_lab.clock.costs import Costs
+
+
+# ------------------------------------------------------------------------------------ requests
+@dataclass
+class Work:
+    kind: str
+    seconds: float
+    unit: int | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Local:
+    kind: str
+    seconds: float
+    unit: int | None = None
+
+
+@dataclass
+class Issue:
+    kind: str
+    nbytes: int
+    unit: int | None = None
+    payload: Any = None
+    blocking: bool = False  # True: the caller waits at once (`comm` with async_op=False)
+    parts: tuple[int, ...] = ()  # back-to-back collectives of these sizes, waited for together (same times)
+
+
+@dataclass
+class Wait:
+    handle: "Handle"
+
+
+@dataclass
+class Now:
+    pass
+
+
+@dataclass
+class Step:
+    """From here on the replica's events belong to step `step`."""
+
+    step: int
+
+
+@dataclass
+class Row:
+    """A metrics row (metrics.jsonl's shape): `t` is filled in with the replica's clock."""
+
+    fields: dict[str, Any]
+
+
+@dataclass
+class Handle:
+    """One replica's view of one sync-group collective."""
+
+    index: int
+    kind: str
+    unit: int | None
+    nbytes: int
+    t0: float
+    step: int
+    blocking: bool
+
+
+@dataclass
+class _Collective:
+    kind: str
+    nbytes: int
+    parts: tuple[int, ...] = ()
+    issued: dict[int, float] = field(default_factory=dict)
+    payloads: dict[int, Any] = field(default_factory=dict)
+    end: float | None = None
+
+
+Program = Generator[Any, Any, None]
+
+
+class DeadlockError(RuntimeError):
+    """Every unfinished replica waits on a collective some replica never issues (a schedule bug)."""
+
+
+@dataclass
+class ReplicaState:
+    replica: int
+    program: Program
+    t: float = 0.0
+    step: int = 0
+    blocked: Handle | None = None
+    blocked_at: float = 0.0
+    finished: bool = False
+    pending: Any = None  # the answer to send on the next resume
+    exposed: list[tuple[float, float]] = field(default_factory=list)  # sync-group exposed intervals
+    rows: list[dict[str, Any]] = field(default_factory=list)  # metrics rows
+
+
+class Engine:
+    """Runs the replicas' programs against one sync group (and its simulated link)."""
+
+    def __init__(self, costs: Costs, replicas: int, shards: int, link_latency_s: float = 0.0,
+                 link_Bps: float = 0.0, keep_events: bool = True) -> None:
+        self.costs, self.R, self.S = costs, replicas, shards
+        self.link_latency_s, self.link_Bps = link_latency_s, link_Bps
+        self.link_free_at = 0.0
+        self.backend_free_at = 0.0
+        self.keep_events = keep_events
+        self.events: list[dict[str, Any]] = []
+        self.collectives: list[_Collective] = []
+        self.issued_count: list[int] = [0] * replicas
+        self._next_to_complete = 0  # collectives before this index have their completion time
+        self.states: list[ReplicaState] = []
+
+    @property
+    def link_active(self) -> bool:
+        return self.link_latency_s > 0 or self.link_Bps > 0
+
+    # ------------------------------------------------------------------------------ events
+    def add(self, st: ReplicaState, kind: str, t0: float, t1: float, unit: int | None = None, nbytes: int = 0,
+            group: str | None = None, step: int | None = None, **data: Any) -> None:
+        """One span, in events.py's shape, on the replica's shard-0 rank (`events_all_shards` copies it)."""
+        if not self.keep_events:
+            return
+        self.events.append({"rank": st.replica * self.S, "replica": st.replica, "shard": 0,
+                            "step": st.step if step is None else step, "unit": unit, "kind": kind, "t0": t0,
+                            "t1": t1, "bytes": nbytes, "group": group, "data": data})
+
+    # ------------------------------------------------------------------------------ collectives
+    def _issue(self, st: ReplicaState, req: Issue) -> Handle:
+        n = self.issued_count[st.replica]
+        self.issued_count[st.replica] += 1
+        if n == len(self.collectives):
+            self.collectives.append(_Collective(req.kind, req.nbytes, req.parts or (req.nbytes,)))
+        c = self.collectives[n]
+        if c.kind != req.kind:  # a real process group would pair two different collectives: a schedule bug
+            raise DeadlockError(f"sync-group collective #{n}: replica {st.replica} issued {req.kind!r}, "
+                                f"another replica {c.kind!r}")
+        c.issued[st.replica] = st.t
+        c.payloads[st.replica] = req.payload
+        if len(c.issued) == self.R:
+            self._complete_ready()
+        return Handle(n, req.kind, req.unit, req.nbytes, st.t, st.step, req.blocking)
+
+    def _complete_ready(self) -> None:
+        """Give completion times, in issue order, to every collective all replicas have issued."""
+        while self._next_to_complete < len(self.collectives):
+            c = self.collectives[self._next_to_complete]
+            if len(c.issued) < self.R:
+                return
+            self._next_to_complete += 1
+            issued = max(c.issued.values())
+            for nbytes in c.parts:  # a request of several parts: each its own collective, in order
+                done = max(issued, self.backend_free_at) + self.costs.collective_s(nbytes)
+                self.backend_free_at = done
+                if self.link_active:
+                    start = max(done, self.link_free_at)
+                    done = start + self.link_latency_s + (nbytes / self.link_Bps if self.link_Bps > 0 else 0.0)
+                    self.link_free_at = done
+            c.end = done
+
+    def _finish_wait(self, st: ReplicaState, h: Handle, w0: float) -> Any:
+        c = self.collectives[h.index]
+        assert c.end is not None
+        end = max(c.end, w0)
+        st.t = end
+        if h.blocking:
+            if end > h.t0:
+                st.exposed.append((h.t0, end))
+            self.add(st, h.kind, h.t0, end, unit=h.unit, nbytes=h.nbytes, group="sync", step=h.step,
+                     overlapped=False, exposed=end - h.t0)
+        else:
+            if end > w0:
+                st.exposed.append((w0, end))
+            self.add(st, h.kind, h.t0, c.end, unit=h.unit, nbytes=h.nbytes, group="sync", step=h.step,
+                     overlapped=True, exposed=end - w0)
+            self.add(st, "wait", w0, end, unit=h.unit, group="sync", on=h.kind)
+        return [c.payloads[r] for r in range(self.R)]
+
+    # ------------------------------------------------------------------------------ scheduling
+    def run(self, programs: list[Program]) -> None:
+        self.states = [ReplicaState(r, p) for r, p in enumerate(programs)]
+        while True:
+            progressed = False
+            for st in self.states:
+                if st.finished:
+                    continue
+                if st.blocked is not None:
+                    if self.collectives[st.blocked.index].end is None:
+                        continue
+                    h, st.blocked = st.blocked, None
+                    st.pending = self._finish_wait(st, h, st.blocked_at)
+                progressed = True
+                self._advance(st)
+            if all(st.finished for st in self.states):
+                return
+            if not progressed:
+                waiting = {st.replica: st.blocked.kind for st in self.states if st.blocked is not None}
+                raise DeadlockError(f"every replica waits on a collective another never issues: {waiting}")
+
+    def _advance(self, st: ReplicaState) -> None:
+        """Run one replica until it blocks on an incomplete collective or ends."""
+        while True:
+            try:
+                req = st.program.send(st.pending)
+            except StopIteration:
+                st.finished = True
+                return
+            st.pending = None
+            if isinstance(req, Work):
+                t0 = st.t
+                st.t += max(req.seconds, 0.0)
+                if req.seconds > 0:
+                    self.add(st, req.kind, t0, st.t, unit=req.unit, **req.data)
+            elif isinstance(req, Local):
+                if self.S == 1:  # a group of one exchanges nothing: `Comm` returns at once, unrecorded
+                    continue
+                t0 = st.t
+                st.t += max(req.seconds, 0.0)
+                self.add(st, req.kind, t0, st.t, unit=req.unit, group="shard", overlapped=False,
+                         exposed=st.t - t0)
+            elif isinstance(req, Now):
+                st.pending = st.t
+            elif isinstance(req, Step):
+                st.step = req.step
+            elif isinstance(req, Row):
+                st.rows.append({**req.fields, "replica": st.replica, "t": st.t})
+            elif isinstance(req, Issue):
+                h = self._issue(st, req)
+                if not req.blocking:
+                    st.pending = h
+                    continue
+                req_wait = h
+                if self.collectives[h.index].end is None:
+                    st.blocked, st.blocked_at = req_wait, st.t
+                    return
+                st.pending = self._finish_wait(st, req_wait, st.t)
+            elif isinstance(req, Wait):
+                h = req.handle
+                if self.collectives[h.index].end is None:
+                    st.blocked, st.blocked_at = h, st.t
+                    return
+                st.pending = self._finish_wait(st, h, st.t)
+            else:
+                raise TypeError(f"unknown request {req!r}")
+
+
+def events_all_shards(events: list[dict[str, Any]], shards: int) -> list[dict[str, Any]]:
+    """Every shard-0 event copied to the replica's other ranks: a replica's ranks move together."""
+    out: list[dict[str, Any]] = []
+    for s in range(shards):
+        for e in events:
+            out.append(e if s == 0 else {**e, "rank": e["rank"] + s, "shard": s, "data": dict(e["data"])})
+    return out

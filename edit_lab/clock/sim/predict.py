@@ -1,0 +1,126 @@
+"""`simulate(cfg, costs)`: a run's throughput and waiting, predicted in milliseconds instead of measured.
+
+The result's `summary` has summary.json's throughput keys, computed with `rundir.summarize`'s very
+definitions: `wall_s` the end of the last step of any replica, `tokens_per_s` all tokens over
+`wall_s`, per replica `tokens_per_s` its tokens over the end of its own last step and `sync_wait_s`
+the seconds it stood blocked on the sync group (`Overlap.replica_blocked_s`, overlap.py's "exposed"),
+`steps` the configured steps (with a time budget: the most any replica ran).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edit_lab.clock.costs import Costs
+from edit_lab.clock.sim.engine import Engine, events_all_shards
+from edit_lab.clock.sim.programs import PROGRAMS, ReplicaProgram
+from edit_lab.config import ConfigError, RunConfig
+from edit_lab.records.overlap import Overlap, length, merge
+
+
+@dataclass
+class Prediction:
+    """A simulated run: summary.json's throughput keys, its events (shard-0 ranks), metrics and rounds."""
+
+    config: RunConfig
+    costs: Costs
+    summary: dict[str, Any]
+    events: list[dict[str, Any]] = field(default_factory=list)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    rounds: list[dict[str, Any]] = field(default_factory=list)  # A-EDiT's meetings (replica 0's view)
+
+    def write(self, out: str | Path) -> Path:
+        """A run directory the lab's figures can read (config, events of every rank, metrics, summary)."""
+        from edit_lab.records.events import write_jsonl
+
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.json").write_text(self.config.replace(out=str(out)).to_json())
+        events = events_all_shards(self.events, self.config.shards)
+        for rank in range(self.config.world_size):
+            write_jsonl(out / f"events-rank{rank}.jsonl", [e for e in events if e["rank"] == rank])
+        write_jsonl(out / "metrics.jsonl", self.metrics)
+        for name in ("penalty.jsonl", "syncs.jsonl"):
+            write_jsonl(out / name, [])
+        summary = {**self.summary, "final_val_loss": None, "final_train_loss": None, "memory": {},
+                   "method_info": {"simulated": True, "costs": self.costs.source}}
+        for v in summary["per_replica"].values():
+            v.setdefault("final_train_loss", None)
+        (out / "summary.json").write_text(json.dumps(summary, indent=2))
+        return out
+
+
+def check_compatible(cfg: RunConfig, costs: Costs) -> Costs:
+    """The costs for `cfg`'s batch size; a ConfigError when they were measured on another model or mesh.
+
+    Compute scales with the tokens a rank processes per step (batch_size × seq_len at a fixed model);
+    anything else changes what a unit costs in ways a linear rule would get wrong.
+    """
+    for name in ("model", "shards", "seq_len"):
+        measured = getattr(costs, name)
+        if measured is not None and getattr(cfg, name) != measured:
+            raise ConfigError(f"{name}={getattr(cfg, name)!r} is not allowed: the costs were measured with "
+                              f"{name}={measured!r} ({costs.source}); calibrate from a run with {name}="
+                              f"{getattr(cfg, name)!r}")
+    if costs.batch_size and cfg.batch_size != costs.batch_size:
+        return costs.scaled(cfg.batch_size / costs.batch_size)
+    return costs
+
+
+def simulate(cfg: RunConfig, costs: Costs, keep_events: bool = True) -> Prediction:
+    """Simulate `cfg` with `costs`; `keep_events=False` keeps only the accounting (large clusters)."""
+    if getattr(cfg, "grad_all_reduce_rule", None) is not None:  # notebook 01's exercise: it would time the built-in
+        first = next((ln.strip() for ln in cfg.grad_all_reduce_rule.splitlines() if ln.strip()), "")
+        raise ConfigError(f"grad_all_reduce_rule={first[:80]!r} is not allowed in a preview: None (the simulator "
+                          f"times the built-in all-reduce, one collective per unit, not the collectives a rule "
+                          f"issues; launch the run to time yours)")
+    costs = check_compatible(cfg, costs)
+    if getattr(cfg, "sync_group_rule", None) is not None:  # notebook 03's exercise: other sync groups
+        from edit_lab.core.mesh import configured_sync_groups
+
+        own = [[r * cfg.shards + s for r in range(cfg.replicas)] for s in range(cfg.shards)]
+        if configured_sync_groups(cfg) != own:
+            raise ConfigError("sync_group_rule=... is not allowed in the preview simulator unless it gives the mesh's "
+                              "own sync groups (one shard index in every replica), the only ones it models: launch "
+                              "the run instead")
+    engine = Engine(costs, cfg.replicas, cfg.shards, cfg.link_latency_ms / 1e3, cfg.link_bandwidth_mb_s * 1e6,
+                    keep_events=keep_events)
+    programs: list[ReplicaProgram] = [PROGRAMS[cfg.method](cfg, costs, r) for r in range(cfg.replicas)]
+    for p in programs:
+        p.coarse = not keep_events
+    engine.run([p.run() for p in programs])
+    rows = [row for st in engine.states for row in st.rows]
+    train = sorted((r for r in rows if r["kind"] == "train"), key=lambda r: (r["step"], r["replica"]))
+    waits = sync_wait(engine) if keep_events else {st.replica: length(merge(st.exposed)) for st in engine.states}
+    summary = summarize(cfg, train, waits, [p.end_s for p in programs])
+    rounds = getattr(programs[0], "rounds", [])
+    return Prediction(cfg, costs, summary, engine.events, train, rounds)
+
+
+def sync_wait(engine: Engine) -> dict[int, float]:
+    """Per replica, the seconds it stood blocked on the sync group: `Overlap.replica_blocked_s` over every
+    rank's events, as `rundir.summarize` takes it (a replica's ranks are copies of its shard-0 rank here)."""
+    events = events_all_shards(engine.events, engine.S)
+    return Overlap(events).replica_blocked_s(events, engine.S)
+
+
+def summarize(cfg: RunConfig, train: list[dict[str, Any]], waits: dict[int, float],
+              ends: list[float]) -> dict[str, Any]:
+    """summary.json's throughput keys, with `rundir.summarize`'s definitions."""
+    wall = max((m["t"] for m in train), default=0.0)
+    per_replica: dict[str, dict[str, Any]] = {}
+    for r in range(cfg.replicas):
+        mine = [m for m in train if m["replica"] == r]
+        tokens = sum(m["tokens"] for m in mine)
+        end = max((m["t"] for m in mine), default=0.0)
+        per_replica[str(r)] = {"tokens": tokens, "steps": len(mine), "tokens_per_s": tokens / end if end > 0 else 0.0,
+                               "sync_wait_s": waits.get(r, 0.0)}
+    total = sum(v["tokens"] for v in per_replica.values())
+    steps = max((v["steps"] for v in per_replica.values()), default=0) if cfg.time_budget else cfg.steps
+    return {"method": cfg.method, "shards": cfg.shards, "replicas": cfg.replicas, "steps": steps,
+            "time_budget_s": cfg.time_budget, "train_end_s": max(ends) if ends else None, "model": cfg.model,
+            "wall_s": wall, "tokens": total, "tokens_per_s": total / wall if wall > 0 else 0.0,
+            "step_time_s": wall / steps if steps else 0.0, "per_replica": per_replica, "simulated": True}

@@ -1,0 +1,584 @@
+"""The virtual clock (`RunConfig.clock = "virtual"`, docs/edit-method.md "The virtual clock").
+
+The lab's own `Trainer`, methods, penalty, outer optimizer and sharded model, with real numerics, every
+rank a thread of *this* process, on a clock that a cost model advances instead of this machine's time:
+
+- **A few ranks compute at once, and it does not matter which.** `virtual_lanes` ranks hold a lane (a
+  turn to run; 0: one per core of this machine); when a running rank blocks on a collective some peer
+  has not reached yet, or ends, its lane goes to the runnable rank with the smallest virtual time, ties
+  by rank. Ranks meet only in collectives, and a collective's result and virtual completion time are
+  functions of its inputs and its members' virtual arrival times, whichever thread arrives last in
+  real time; every random draw has its own seeded generator. So the run is the same on any machine,
+  under any load and at any number of lanes: the timeline is a function of the config, the seed and the
+  costs (tests/distributed/test_virtual_clock.py runs 1, 2 and 4 lanes side by side). Lanes are what
+  takes the wall time down: each computes with one torch thread, on its own core.
+- **Collectives are in-process** (`Fabric`, the backend of `VirtualComm`, a `Comm`): the real reduction
+  (sums in rank order), completed once the last participant arrived, at
+  `max(arrivals, the group's previous collective's end) + cost`, then across the config's simulated
+  link exactly as `comm.LinkModel` does. An async handle completes at that virtual time; `wait()`
+  advances the waiter's clock to it and records the wait as a real run does (`Comm._complete`).
+- **Compute advances the clock** by the cost model where the wall clock would have measured it:
+  `Clock.charge` in sharding.py (each unit's forward and backward) and in `EventLog.span` (the optimizer,
+  the outer step, a validation). A straggler's pause is (k − 1) × its step's own compute, which the
+  costs state (`Costs.stretched_s`: a real run's kernels, measured when calibrating), not the spans
+  recorded here: those hold the shard group's transfers folded into the calibrated per-unit compute,
+  which a real straggler does not stretch (stragglers.py). A random pause advances the clock by its length.
+
+The costs (`sim.costs.Costs`): `--clock-costs` / `--calibrate RUN_DIR` (calibrated from a real run:
+`sim.calibrate.calibrate`), a costs JSON, or by default the calibration of the shipped example
+`edit-straggler` (nano, 2 shards), scaled to another model by parameters × tokens per rank.
+
+In-process rather than in one worker process: a notebook gets its `Run` without a process start, and
+there is nothing to rendezvous. Every rank thread ends when the run ends or fails (a failure wakes
+every blocked rank, which then stops): `run_virtual` joins them all before it returns or raises, and a
+rank's exception surfaces as `launch.WorkerError` with its rank and traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import traceback
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edit_lab.config import ConfigError, RunConfig, cores
+from edit_lab.records.rundir import ProgressFile
+
+#: The default costs: the calibration of this shipped example run (nano, 2 shards × 2 replicas, seq_len 32).
+DEFAULT_EXAMPLE = "edit-straggler"
+#: Shard-group collectives that cost time of their own (`Costs` fields); every other shard-group transfer's
+#: unhidden part is inside the calibrated per-unit compute, so it is free here.
+SHARD_COSTS = {"clock": "clock_s", "sync_norms": "shard_exchange_s", "sync_clip": "shard_exchange_s"}
+
+
+# ------------------------------------------------------------------------------------------- costs
+def example_dir(name: str = DEFAULT_EXAMPLE) -> Path:
+    import edit_lab.records.examples
+
+    return Path(edit_lab.records.examples.__file__).parent / name
+
+
+#: Calibrations already computed in this process, by (run directory, its files' sizes and mtimes): calibrating
+#: the shipped example takes seconds, and every virtual run with the default costs needs it.
+_CALIBRATED: dict[tuple, Any] = {}
+
+
+def load_costs(source: str | Path) -> Any:
+    """`Costs` from a run directory (calibrated; each directory once per process while its files are unchanged)
+    or a costs JSON (`Costs.to_json`). The caller gets its own copy."""
+    import copy
+
+    from edit_lab.clock.calibrate import calibrate
+    from edit_lab.clock.costs import Costs
+
+    path = Path(source)
+    if path.is_dir():
+        key = (str(path.resolve()), tuple(sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns)
+                                                 for f in path.iterdir() if f.is_file())))
+        if key not in _CALIBRATED:
+            _CALIBRATED[key] = calibrate(path)
+        return copy.deepcopy(_CALIBRATED[key])
+    return Costs.from_dict(json.loads(path.read_text()))
+
+
+def costs_for(cfg: RunConfig) -> Any:
+    """The costs the virtual clock runs `cfg` on.
+
+    Given ones (`clock_costs`) must have been measured on cfg's model, shards and seq_len (a batch size is
+    scaled linearly: `sim.predict.check_compatible`, which refuses the rest). The default, the shipped
+    example's calibration, is scaled to any model: each unit's compute by its parameters and by the tokens
+    a rank computes per step (batch_size × seq_len), which is a FLOP proxy, not a measurement.
+    """
+    from edit_lab.clock.sim.predict import check_compatible
+
+    if cfg.clock_costs is not None:
+        try:
+            costs = load_costs(cfg.clock_costs)
+        except (OSError, ValueError, TypeError) as e:
+            raise ConfigError(f"clock_costs={cfg.clock_costs!r} is not allowed: a real run directory or a costs "
+                              f"JSON ({e})") from None
+        return check_compatible(cfg, costs)
+    costs = load_costs(example_dir())
+    if (costs.model, costs.shards, costs.seq_len) == (cfg.model, cfg.shards, cfg.seq_len):
+        return check_compatible(cfg, costs)
+    return scaled_to(costs, cfg)
+
+
+def scaled_to(costs: Any, cfg: RunConfig) -> Any:
+    """`costs` (measured on `costs.model`) for cfg's model, seq_len and batch size: per unit × parameters, × tokens."""
+    import dataclasses
+
+    from edit_lab.sizes import SIZES
+
+    old, new = SIZES[costs.model], SIZES[cfg.model]
+    tokens = (cfg.batch_size * cfg.seq_len) / (costs.batch_size * costs.seq_len)
+    root, block = new.root_params() / old.root_params(), new.block_params() / old.block_params()
+    whole = new.num_params() / old.num_params()
+
+    def per_unit(xs: tuple[float, ...], k: float) -> tuple[float, ...]:
+        b = sum(xs[1:]) / max(1, len(xs) - 1)
+        return (xs[0] * root * k,) + (b * block * k,) * new.n_layers
+
+    pad = lambda n: -(-n // cfg.shards) * 4  # noqa: E731 — one rank's float32 shard of n parameters
+    return dataclasses.replace(
+        costs, fwd_s=per_unit(costs.fwd_s, tokens), bwd_s=per_unit(costs.bwd_s, tokens),
+        outer_step_s=per_unit(costs.outer_step_s, 1.0), other_s=costs.other_s * whole * tokens,
+        own_compute_s=costs.own_compute_s * whole * tokens, eval_s=costs.eval_s * whole * tokens,
+        unit_bytes=(pad(new.root_params()),) + (pad(new.block_params()),) * new.n_layers,
+        model=cfg.model, shards=cfg.shards, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
+        source=(f"{costs.source} (measured on model {costs.model}, shards {costs.shards}, seq_len {costs.seq_len}, "
+                f"batch_size {costs.batch_size}; compute scaled by parameters x tokens per rank)"))
+
+
+@dataclass
+class CostModel:
+    """What each charge and each collective costs on the virtual clock, from `Costs` (one replica's numbers)."""
+
+    costs: Any
+
+    def charge(self, what: str, unit: int | None, part: str | None) -> float:
+        c = self.costs
+        if what in ("fwd", "bwd"):
+            x = (c.fwd_s if what == "fwd" else c.bwd_s)[unit]
+            return x / 2 if unit == 0 else x  # the root unit: half in the embedding, half in the head
+        if what == "optimizer":
+            return c.other_s  # the rest of a step (data, clipping, the inner optimizer, bookkeeping)
+        if what == "outer_step":
+            return sum(c.outer_step_s) if unit is None else c.outer_step_s[unit]
+        if what == "eval":
+            return c.eval_s  # a validation as a whole: its forwards ("eval_fwd") cost nothing of their own
+        return 0.0
+
+    def collective(self, group: str, kind: str, nbytes: int) -> float:
+        if group == "shard":
+            name = SHARD_COSTS.get(kind)
+            return getattr(self.costs, name) if name else 0.0
+        return self.costs.collective_s(nbytes)
+
+
+# ------------------------------------------------------------------------------------------- clocks
+class VirtualClock:
+    """A rank's clock on the virtual timeline: seconds that pass only when something costs them."""
+
+    virtual = True
+
+    def __init__(self, model: CostModel) -> None:
+        self.model = model
+        self.t = 0.0
+
+    def reset(self) -> None:
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+    def advance(self, dt: float) -> None:
+        if dt > 0:
+            self.t += dt
+
+    def advance_to(self, t: float) -> None:
+        self.t = max(self.t, t)
+
+    def charge(self, what: str, unit: int | None = None, part: str | None = None) -> None:
+        self.advance(self.model.charge(what, unit, part))
+
+
+# ------------------------------------------------------------------------------------------- the fabric
+#: The most lanes `virtual_lanes = 0` takes: beyond a few, the ranks' Python code contends for the GIL.
+MAX_AUTO_LANES = 4
+
+
+def lanes_for(cfg: RunConfig) -> int:
+    """How many ranks compute at once: `cfg.virtual_lanes`, or one per core (at most MAX_AUTO_LANES), never more
+    than the ranks."""
+    n = cfg.virtual_lanes or min(cores(), MAX_AUTO_LANES)
+    return max(1, min(n, cfg.world_size))
+
+
+class PeerLost(RuntimeError):
+    """Raised in a rank blocked on a collective when another rank failed: a witness, not the cause."""
+
+
+@dataclass
+class Collective:
+    """One collective of one group, as its participants arrive: (input copy, output tensor, arrival time)."""
+
+    op: str
+    kind: str
+    group: str
+    nbytes: int
+    members: list[int]
+    parts: dict[int, tuple[Any, Any, float]] = field(default_factory=dict)
+    done_at: float | None = None
+
+
+class Fabric:
+    """Every rank's clock, the lanes, and the in-process collectives of every group."""
+
+    def __init__(self, cfg: RunConfig, model: CostModel) -> None:
+        from edit_lab.core.comm import LinkModel
+
+        self.cfg, self.model = cfg, model
+        self.world = cfg.world_size
+        self.clocks = [VirtualClock(model) for _ in range(self.world)]
+        lock = threading.RLock()
+        self.cond = threading.Condition(lock)  # guards the fabric's state
+        # one condition per rank on the same lock: a lane handed out wakes the rank it names, not every waiting rank
+        self.wakes = [threading.Condition(lock) for _ in range(self.world)]
+        self.lanes = lanes_for(cfg)
+        self.running: set[int] = set()  # the ranks holding a lane
+        self.finished: set[int] = set()
+        self.waiting: dict[int, Collective | None] = {r: None for r in range(self.world)}
+        self.open: dict[tuple, Collective] = {}
+        self.seq: dict[tuple, int] = defaultdict(int)
+        self.free_at: dict[tuple, float] = defaultdict(float)
+        self.links: dict[tuple, Any] = defaultdict(lambda: LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s))
+        self.failure: tuple[int, str] | None = None
+
+    # ---------------------------------------------------------------- the lanes (lock held)
+    def start(self) -> None:
+        """Hand out the first lanes (every rank thread is started and waits for one)."""
+        with self.cond:
+            self._schedule()
+
+    def _runnable(self, r: int) -> tuple[float, int] | None:
+        """(virtual time, rank) when rank r could run now, else None."""
+        if r in self.finished or r in self.running:
+            return None
+        c = self.waiting[r]
+        if c is None:
+            return self.clocks[r].t, r
+        return None if c.done_at is None else (max(self.clocks[r].t, c.done_at), r)
+
+    def _schedule(self) -> None:
+        """Fill the free lanes with the runnable ranks of smallest virtual time (ties: the lowest rank)."""
+        if self.failure is not None:
+            self.running.clear()
+            self._wake_all()
+            return
+        free = self.lanes - len(self.running)
+        if free > 0:
+            ready = sorted(k for k in map(self._runnable, range(self.world)) if k is not None)
+            for _, r in ready[:free]:
+                self.running.add(r)
+                self.wakes[r].notify()
+        if not self.running and len(self.finished) < self.world:
+            stuck = {r: (c.group, c.kind, sorted(c.parts)) for r, c in self.waiting.items() if c is not None}
+            first = min(stuck) if stuck else -1
+            self.failure = (first, "deadlock on the virtual clock: every unfinished rank waits on a collective some "
+                                   f"member never issued; (group, kind, arrived) per waiting rank: {stuck}")
+            self._wake_all()
+
+    def _wake_all(self) -> None:
+        for w in self.wakes:
+            w.notify_all()
+
+    def _await_turn(self, rank: int) -> None:
+        while rank not in self.running and self.failure is None:
+            self.wakes[rank].wait()
+        if self.failure is not None:
+            raise PeerLost(f"rank {rank} stopped: rank {self.failure[0]} failed")
+
+    # ---------------------------------------------------------------- a rank's life
+    def rank_main(self, rank: int, body: Any) -> None:
+        try:
+            with self.cond:
+                self._await_turn(rank)
+            body(rank)
+        except PeerLost:
+            pass
+        except BaseException:
+            with self.cond:
+                if self.failure is None:
+                    self.failure = (rank, traceback.format_exc())
+        finally:
+            with self.cond:
+                self.finished.add(rank)
+                self.waiting[rank] = None
+                self.running.discard(rank)
+                self._schedule()
+
+    def block(self, rank: int, coll: Collective) -> float:
+        """Wait (giving up the lane) until `coll` is complete; its virtual completion time."""
+        with self.cond:
+            if coll.done_at is None:
+                self.waiting[rank] = coll
+                self.running.discard(rank)
+                self._schedule()
+                try:
+                    self._await_turn(rank)
+                finally:
+                    self.waiting[rank] = None
+            return coll.done_at
+
+    def stop(self, why: str) -> None:
+        with self.cond:
+            if self.failure is None:
+                self.failure = (-1, why)
+            self._schedule()
+
+    # ---------------------------------------------------------------- collectives
+    def arrive(self, rank: int, gkey: tuple, members: list[int], op: str, kind: str, nbytes: int, inp: Any,
+               out: Any) -> Collective:
+        """`rank` issues its next collective on group `gkey`; the last member to arrive completes it."""
+        with self.cond:
+            n = self.seq[(rank, gkey)]
+            self.seq[(rank, gkey)] = n + 1
+            coll = self.open.setdefault((gkey, n), Collective(op, kind, gkey[0], nbytes, members))
+            if (coll.op, coll.kind) != (op, kind):
+                raise RuntimeError(f"collective {n} of group {gkey}: rank {rank} issued {op} {kind!r}, another member "
+                                   f"{coll.op} {coll.kind!r} (the ranks' programs diverged)")
+            coll.parts[rank] = (None if inp is None else inp.detach().clone(), out, self.clocks[rank].t)
+            if len(coll.parts) == len(members):
+                del self.open[(gkey, n)]
+                self._complete(gkey, coll)
+                self._schedule()  # its waiters may take a free lane
+            return coll
+
+    def _complete(self, gkey: tuple, coll: Collective) -> None:
+        import torch
+
+        start = max(max(p[2] for p in coll.parts.values()), self.free_at[gkey])
+        if coll.op == "barrier":  # no data and no cost: everyone leaves when the last one arrived
+            coll.done_at = self.free_at[gkey] = start
+            return
+        with torch.no_grad():
+            ins = [coll.parts[m][0] for m in coll.members]
+            if coll.op == "all_gather":
+                full = torch.cat(ins)
+                for m in coll.members:
+                    coll.parts[m][1].copy_(full)
+            else:  # a sum, in rank order
+                acc = ins[0].clone()
+                for x in ins[1:]:
+                    acc.add_(x)
+                if coll.op == "all_reduce":
+                    for m in coll.members:
+                        coll.parts[m][1].copy_(acc)
+                elif coll.op == "reduce_scatter":
+                    k = acc.numel() // len(coll.members)
+                    for i, m in enumerate(coll.members):
+                        coll.parts[m][1].copy_(acc[i * k:(i + 1) * k])
+                else:
+                    raise NotImplementedError(f"the virtual clock has no {coll.op}")
+        done = start + self.model.collective(coll.group, coll.kind, coll.nbytes)
+        self.free_at[gkey] = done
+        if coll.group == "sync":
+            link = self.links[gkey]
+            if link.active:
+                done = link.deadline(done, coll.nbytes)
+        coll.done_at = done
+        coll.parts = {m: (None, None, p[2]) for m, p in coll.parts.items()}  # let go of the tensors
+
+
+class VirtualWork:
+    """What `Comm` holds of an issued collective: `wait()` returns its virtual completion time."""
+
+    def __init__(self, fabric: Fabric, rank: int, coll: Collective) -> None:
+        self.fabric, self.rank, self.coll = fabric, rank, coll
+
+    def wait(self) -> float:
+        return self.fabric.block(self.rank, self.coll)
+
+    def get_future(self) -> Any:
+        raise RuntimeError("no future: completion is known at wait()")
+
+
+class RankBackend:
+    """`torch.distributed`'s few functions that `Comm` calls, on the fabric, for one rank."""
+
+    def __init__(self, fabric: Fabric, mesh: Any, comm: Any) -> None:
+        self.fabric, self.mesh, self.comm = fabric, mesh, comm
+
+    def _group(self, name: str) -> tuple[tuple, list[int]]:
+        m = self.mesh
+        if name == "shard":
+            return ("shard", m.replica), m.shard_group_ranks()
+        if name == "sync":  # keyed by its smallest rank: the shard index for the mesh's own groups
+            members = m.sync_group_ranks()
+            return ("sync", members[0]), members
+        return ("world",), list(range(m.world_size))
+
+    def _arrive(self, op: str, group: str, inp: Any, out: Any, nbytes: int) -> VirtualWork:
+        gkey, members = self._group(group)
+        kind = self.comm._kind  # set by VirtualComm right before the call
+        return VirtualWork(self.fabric, self.mesh.rank,
+                           self.fabric.arrive(self.mesh.rank, gkey, members, op, kind, nbytes, inp, out))
+
+    def all_gather_into_tensor(self, out: Any, inp: Any, group: str, async_op: bool = True) -> VirtualWork:
+        return self._arrive("all_gather", group, inp, out, out.numel() * out.element_size())
+
+    def reduce_scatter_tensor(self, out: Any, inp: Any, op: Any = None, group: str = "world",
+                              async_op: bool = True) -> VirtualWork:
+        return self._arrive("reduce_scatter", group, inp, out, inp.numel() * inp.element_size())
+
+    def all_reduce(self, t: Any, op: Any = None, group: str = "world", async_op: bool = True) -> VirtualWork:
+        return self._arrive("all_reduce", group, t, t, t.numel() * t.element_size())
+
+    def barrier(self) -> None:
+        """Every rank of the world arrives; each leaves at the last arrival's virtual time."""
+        f, rank = self.fabric, self.mesh.rank
+        coll = f.arrive(rank, ("barrier",), list(range(self.mesh.world_size)), "barrier", "barrier", 0, None, None)
+        f.clocks[rank].advance_to(f.block(rank, coll))
+
+    def broadcast(self, t: Any, src: int, group: str = "world") -> None:
+        raise NotImplementedError("broadcast is not used on the virtual clock (there is no start to agree on)")
+
+
+def virtual_comm_class() -> type:
+    """`VirtualComm`, defined on first use so that importing this module does not import torch."""
+    global _VirtualComm
+    if _VirtualComm is None:
+        from edit_lab.core.comm import Comm, LinkModel
+
+        class VirtualComm(Comm):
+            """A `Comm` whose collectives run on the fabric; the link model is applied there, per group."""
+
+            def __init__(self, mesh: Any, log: Any, fabric: Fabric) -> None:
+                super().__init__(mesh, log, LinkModel(), device="cpu")
+                self.backend = RankBackend(fabric, mesh, self)
+                self._kind = ""
+
+            def group(self, name: str) -> Any:
+                if name not in ("shard", "sync", "world"):
+                    raise ValueError(f"unknown group {name!r}")
+                return name
+
+            def all_gather(self, out: Any, inp: Any, group: str, kind: str = "all_gather", **kw: Any) -> Any:
+                self._kind = kind
+                return super().all_gather(out, inp, group, kind, **kw)
+
+            def reduce_scatter(self, out: Any, inp: Any, group: str, kind: str = "reduce_scatter", **kw: Any) -> Any:
+                self._kind = kind
+                return super().reduce_scatter(out, inp, group, kind, **kw)
+
+            def all_reduce(self, t: Any, group: str, kind: str = "all_reduce", **kw: Any) -> Any:
+                self._kind = kind
+                return super().all_reduce(t, group, kind, **kw)
+
+            def _finish(self, h: Any) -> float:
+                done = h.work.wait()
+                self.clock.advance_to(done)
+                h.done_at = done
+                if h.after is not None:  # a compressed pseudo-gradient is decoded once it landed (wire.py)
+                    h.after()
+                return done
+
+        _VirtualComm = VirtualComm
+    return _VirtualComm
+
+
+_VirtualComm: type | None = None
+
+
+# ------------------------------------------------------------------------------------------- a run
+def costed_stragglers(cfg: RunConfig, costs: Any) -> Any:
+    """cfg's `StragglerModel`, stretching the step's own compute as the costs state it (`Costs.stretched_s`).
+
+    On this clock a unit's compute span is its calibrated cost, which includes the shard group's unhidden
+    transfers, and the optimizer span is the whole rest of a step; a real straggler stretches its kernels
+    only (`Costs.own_compute_s`, measured so by calibration). The simulator pauses the same."""
+    from edit_lab.train.stragglers import StragglerModel
+
+    class CostedStragglers(StragglerModel):
+        def own_compute(self, compute_s: float) -> float:  # what `pause` records and `delay` (a rule too) gets
+            return costs.stretched_s
+
+        def delay(self, step: int, replica: int, compute_s: float) -> tuple[float, str | None]:
+            return super().delay(step, replica, costs.stretched_s)
+
+    return CostedStragglers.from_config(cfg)
+
+
+class _BarProgress(ProgressFile):
+    """Rank 0's progress file, and the caller's tqdm bar (None: no bar) moved with it."""
+
+    def __init__(self, path: Path, bar: Any) -> None:
+        super().__init__(path)
+        self.bar = bar
+
+    def write(self, step: int, total: int) -> None:
+        super().write(step, total)
+        if self.bar is not None and step > self.bar.n:
+            self.bar.update(step - self.bar.n)
+
+
+def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
+    """Run the accepted configuration `cfg` on the virtual clock into the claimed directory `out`; the `Run`.
+
+    A failed rank raises `error(rank, traceback, out)` (`launch.WorkerError`, which `launch` passes in)."""
+    import torch
+
+    from edit_lab.core.mesh import Mesh, configured_sync_groups, members_of
+    from edit_lab.records import rundir
+    from edit_lab.records.run import Run
+    from edit_lab.records.rundir import RunWriter
+    from edit_lab.train.trainer import Trainer
+
+    costs = costs_for(cfg)
+    groups = configured_sync_groups(cfg)  # a sync_group_rule's groups (None: the mesh's own)
+    (out / rundir.CONFIG).write_text(cfg.to_json())
+    fabric = Fabric(cfg, CostModel(costs))
+    records: dict[int, Any] = {}
+    state: dict[str, Any] = {}
+    VirtualComm = virtual_comm_class()
+
+    def body(rank: int) -> None:
+        mesh = Mesh(rank, cfg.world_size, cfg.shards, cfg.replicas, None, None, members_of(rank, groups))
+        trainer = Trainer(cfg, mesh, torch.device("cpu"), fabric.clocks[rank],
+                          comm_factory=lambda log: VirtualComm(mesh, log, fabric))
+        trainer.stragglers = costed_stragglers(cfg, costs)
+        try:
+            trainer.run(progress if rank == 0 else None)
+            full = trainer.engine.full_state_dict(trainer.method.eval_shards())  # a shard-group collective
+            if rank == 0:
+                state.update(full)
+            records[rank] = trainer.rank_record()
+        except BaseException:
+            trainer.log.write(out / rundir.events_file(rank))
+            raise
+
+    bar = None
+    if cfg.progress:  # no launcher loop polls the progress file here: rank 0 moves the bar as it writes it
+        from tqdm.auto import tqdm
+
+        total, unit = cfg.progress_total()
+        bar = tqdm(total=total, desc=f"{cfg.method} {cfg.shards}×{cfg.replicas} (virtual clock)", unit=unit,
+                   leave=False)
+    progress = _BarProgress(out / rundir.PROGRESS, bar)
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    torch.set_flush_denormal(True)  # as every worker process does (worker.configure_cpu)
+    start_unix = time.time()
+    threads = [threading.Thread(target=fabric.rank_main, args=(r, body), name=f"edit_lab-virtual-rank{r}", daemon=True)
+               for r in range(cfg.world_size)]
+    try:
+        for t in threads:
+            t.start()
+        fabric.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(timeout=0.2)
+    except BaseException:  # Ctrl-C in a notebook: stop every rank at its next collective, leave no thread
+        fabric.stop("interrupted")
+        for t in threads:
+            t.join()
+        raise
+    finally:
+        torch.set_num_threads(threads_before)
+        if bar is not None:
+            if fabric.failure is None:  # full when the run succeeded, as the launcher's (launch.close_bar)
+                bar.update(bar.total - bar.n)
+            bar.close()
+    if fabric.failure is not None:
+        rank, tb = fabric.failure
+        if rank >= 0:
+            (out / rundir.error_file(rank)).write_text(tb)
+        raise error(rank, tb, out)
+    RunWriter(out, cfg, start_unix, clock_costs=costs.source).write_all([records[r] for r in range(cfg.world_size)],
+                                                                      state)
+    return Run(out)

@@ -1,0 +1,191 @@
+"""The method interface: the few moments of a training step where methods differ.
+
+A step is always: `begin_step` → forward (calling `pre_unit(l)` before each unit's all-gather) →
+backward (reduce-scatter in the shard group) → `after_backward` → inner optimizer step →
+`after_optimizer`. Synchronous training, Post Local SGD, DiLoCo, CO2, EDiT and A-EDiT are each a
+handful of these hooks, so a reader can diff them side by side.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+from typing import Any, Callable
+
+import torch
+
+from edit_lab.config import RunConfig
+from edit_lab.core.comm import Comm
+from edit_lab.core.sharding import ShardedModel
+from edit_lab.records.events import EventLog
+from edit_lab.registry import REGISTRY, Capabilities
+
+
+class Method:
+    """Base class; also the behaviour every method shares (a synchronous gradient all-reduce)."""
+
+    name = "base"
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A method registered by name gets its capabilities (`is_local_sgd`, `has_penalty`, …) as class
+        attributes from `registry.REGISTRY`, the one place they are stated: the config reads them there
+        without loading torch, and a class cannot disagree with it (stating one in a class body is refused)."""
+        super().__init_subclass__(**kwargs)
+        stated = sorted(set(vars(cls)) & {f.name for f in fields(Capabilities)})
+        if stated:
+            raise TypeError(f"{cls.__name__} states {', '.join(stated)}: capabilities live in edit_lab/registry.py")
+        if cls.name in REGISTRY:
+            for capability, value in asdict(REGISTRY[cls.name]).items():
+                setattr(cls, capability, value)
+
+    def __init__(self, cfg: RunConfig, engine: ShardedModel) -> None:
+        self.cfg = cfg
+        self.engine = engine
+        self.comm: Comm = engine.comm
+        self.log: EventLog = engine.log
+        self.mesh = self.comm.mesh
+        self.optimizer: torch.optim.Optimizer | None = None  # set by the worker
+        self.on_synced: Callable[[int], None] | None = None  # set by the worker (checkpoints)
+        # the reader's gradient all-reduce (RunConfig.grad_all_reduce_rule, edit_lab.hooks), compiled once per rank
+        self.grad_rule: Callable | None = None
+        if getattr(cfg, "grad_all_reduce_rule", None) is not None:
+            from edit_lab.hooks import grad_all_reduce
+
+            self.grad_rule = grad_all_reduce(cfg.grad_all_reduce_rule)
+
+    # ---------------------------------------------------------------- hooks
+    def begin_step(self, step: int) -> None:
+        """Called before step `step` starts (local-SGD methods create the anchors at step W here)."""
+
+    def pre_unit(self, unit: int) -> None:
+        """Called in the forward right before unit `unit` is all-gathered in the shard group."""
+
+    def may_gather_early(self, unit: int) -> bool:
+        """May the engine all-gather `unit` before `pre_unit(unit)` has run (forward prefetch)? Yes unless
+        `pre_unit` is about to change the unit's shard."""
+        return True
+
+    def after_backward(self, step: int) -> None:
+        """Gradient shards are ready (already averaged over the shard group, D5)."""
+
+    def after_optimizer(self, step: int) -> None:
+        """The inner optimizer has updated this rank's shards."""
+
+    def finalize(self, step: int) -> None:
+        """End of training: leave every replica holding the model they agree on."""
+
+    # ---------------------------------------------------------------- time budgets (edit-method.md §12)
+    def replica_clock(self) -> float:
+        """Mean over the shard group of the ranks' clocks: every rank of the replica gets the same value.
+
+        Decisions taken from the clock (A-EDiT's meetings, the end of a time budget, a timed validation)
+        must be the same on every rank of a replica, or its ranks would issue different collectives.
+        """
+        t = torch.tensor([self.log.clock.now()], dtype=torch.float64, device=self.comm.device)
+        self.comm.all_reduce(t, group="shard", kind="clock")
+        return float(t) / self.mesh.shards
+
+    # region stop-check
+    def stop_here(self, step: int, spent: bool) -> bool:
+        """Time-budget runs: should this replica stop before training `step`? `spent`: its budget is.
+
+        Replicas that run in lockstep (synchronous training, and the warm-up of every method) must stop at
+        the same step, so they agree with one tiny exchange over the sync group (kind 'stop_check'): the
+        first replica whose budget is spent stops everyone.
+        """
+        return self.any_replica(spent)
+
+    def any_replica(self, flag: bool) -> bool:
+        """True when `flag` is set on any replica (a sum over the sync group; 0 or 1 per replica)."""
+        t = torch.tensor([float(flag)], dtype=torch.float64, device=self.comm.device)
+        self.comm.all_reduce(t, group="sync", kind="stop_check")
+        return float(t) > 0.0
+    # endregion stop-check
+
+    def eval_shards(self) -> list[torch.Tensor]:
+        """The parameters to evaluate: the model every replica agrees on."""
+        return list(self.engine.shards)
+
+    def extra_state_numel(self) -> int:
+        """Values this method keeps per rank beyond parameters and inner optimizer state."""
+        return 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        pass
+
+    def synced(self, next_step: int) -> None:
+        """Tell the worker that every replica now holds the agreed model (θ = anchor): a checkpoint moment.
+
+        `next_step` is the first step that still has to run from here on.
+        """
+        if self.on_synced is not None:
+            self.on_synced(next_step)
+
+    # ---------------------------------------------------------------- shared building blocks
+    def all_reduce_grads_over_sync_group(self) -> None:
+        """Average the gradient shards over the replicas: synchronous data parallel across the sync group.
+
+        Issued for every unit at once (asynchronously) and then waited for, so the transfers overlap
+        one another instead of queueing behind a Python loop.
+        """
+        R = self.mesh.replicas
+        if R == 1:
+            return
+        if self.grad_rule is not None:
+            self.all_reduce_grads_by_rule()
+            return
+        handles = []
+        for unit, p in enumerate(self.engine.shards):
+            if p.grad is None:
+                continue
+            handles.append((p, self.comm.all_reduce(p.grad, group="sync", kind="grad_all_reduce", unit=unit,
+                                                    async_op=True)))
+        for p, h in handles:
+            h.wait()
+            p.grad.div_(R)
+
+    @torch.no_grad()
+    def all_reduce_grads_by_rule(self) -> None:
+        """The reader's all-reduce (`RunConfig.grad_all_reduce_rule`), unit by unit, from the sync group's real
+        collectives: each unit's gradient shard, zero-padded to a multiple of R, is handed to the rule with a
+        blocking `reduce_scatter` (this rank's slice of the mean) and `all_gather`, both recorded as the unit's
+        `grad_all_reduce` events; what the rule returns, unpadded, becomes the shard's gradient."""
+        R = self.mesh.replicas
+        for unit, p in enumerate(self.engine.shards):
+            if p.grad is None:
+                continue
+            n = p.grad.numel()
+            grad = torch.zeros(-(-n // R) * R, dtype=p.grad.dtype, device=p.grad.device)
+            grad[:n] = p.grad.reshape(-1)
+            answer = self.grad_rule(grad, *self.sync_collectives(unit))
+            p.grad.copy_(answer[:n].to(p.grad.dtype).view_as(p.grad))
+
+    def sync_collectives(self, unit: int) -> tuple[Callable, Callable]:
+        """(reduce_scatter, all_gather) over the sync group, as a gradient all-reduce rule is given them."""
+        from edit_lab.hooks import RuleError
+
+        R = self.mesh.replicas
+
+        def flat(t: Any, what: str) -> torch.Tensor:
+            if not isinstance(t, torch.Tensor) or not t.is_floating_point():
+                raise RuleError(f"{what} was handed {type(t).__name__} {getattr(t, 'dtype', '')}, not a tensor of "
+                                f"floating point numbers")
+            return t.detach().reshape(-1).contiguous()
+
+        def reduce_scatter(t: Any) -> torch.Tensor:
+            t = flat(t, "reduce_scatter")
+            if t.numel() % R:
+                raise RuleError(f"reduce_scatter was handed {t.numel()} values, which {R} replicas cannot split evenly")
+            out = torch.empty(t.numel() // R, dtype=t.dtype, device=t.device)
+            self.comm.reduce_scatter(out, t, group="sync", kind="grad_all_reduce", unit=unit, mean=True)
+            return out
+
+        def all_gather(t: Any) -> torch.Tensor:
+            t = flat(t, "all_gather")
+            out = torch.empty(t.numel() * R, dtype=t.dtype, device=t.device)
+            self.comm.all_gather(out, t, group="sync", kind="grad_all_reduce", unit=unit)
+            return out
+
+        return reduce_scatter, all_gather

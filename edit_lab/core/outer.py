@@ -1,0 +1,136 @@
+"""The anchor and the outer optimizer, kept per unit on this rank's shard.
+
+The anchor `a` is the model every replica agreed on at the last sync; the pseudo-gradient of a
+replica is Δ = a − θ (old minus new, so it points "downhill" like a gradient). The outer optimizer
+is a plain `torch.optim.SGD` (Nesterov momentum by default) whose parameters *are* the anchor
+shards: feeding it the aggregated pseudo-gradient as `.grad` moves the anchor. With lr 1 and
+momentum 0 the new anchor is exactly the average of the replicas (periodic model averaging).
+
+Each rank holds only its shard of the anchor and of the momentum: 2·P/S values, against 2·P for an
+unsharded DiLoCo. With `cpu_offload` they live on the CPU between syncs, freeing accelerator memory.
+
+A reader's outer step (`RunConfig.outer_step_rule`, `edit_lab.hooks.outer_step`, notebook 02's exercise)
+replaces torch's step: `fn(anchor, delta_bar, buf, lr, momentum) -> (new_anchor, new_buf)` on this rank's
+shard of the unit, with the optimizer's lr and momentum. Its buffer lives where torch keeps its own (the
+optimizer's `momentum_buffer`, zeros before the first step), so checkpoints, `numel` and a resume are
+unchanged, and a rule's checkpoint resumes under the library's step and back.
+
+Compressed pseudo-gradients (`RunConfig.wire_format`, edit_lab/core/wire.py): `pseudo_gradient` returns what the
+other replicas will receive, Δ̂ = decode(encode(Δ + e)), so that every method judges, weighs, clips and
+averages the decompressed pseudo-gradient; with error feedback the residual e ← (Δ + e) − Δ̂ is kept per unit
+on this rank's shard (and checkpointed, and counted by `numel`), added to the next sync's Δ. The natural Nesterov formula,
+b ← μ·b + Δ̄; a ← a − lr·(Δ̄ + μ·b), rounds differently from torch's fused kernel, about one float32 ulp per
+step (3e-8 on a nano run's losses). Written as `b = buf.mul(momentum).add(delta_bar)`,
+`a.add(delta_bar.add(b, alpha=momentum), alpha=-lr)` it matches the kernel's vectorised loop bit for bit (a
+nano run's losses come out identical on an x86 CPU); the kernel's scalar tail (the last values of a shard
+whose length is no multiple of the vector width) uses fused multiply-adds, an ulp away again.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from edit_lab import hooks as rules
+
+
+class OuterState:
+    """Anchor shards + outer optimizer (one parameter per unit, so units can be stepped one at a time)."""
+
+    def __init__(self, shards: list[torch.Tensor], lr: float, momentum: float, nesterov: bool,
+                 cpu_offload: bool = False, rule: str | None = None) -> None:
+        self.offload = cpu_offload
+        home = torch.device("cpu") if cpu_offload else shards[0].device
+        self.anchors = [nn.Parameter(s.detach().clone().to(home)) for s in shards]
+        # fused: one pass over the shard instead of four (the outer step is on the critical path of every
+        # unit's sync, and on a CPU it costs about as much as the transfer it follows)
+        self.optimizer = torch.optim.SGD(self.anchors, lr=lr, momentum=momentum, nesterov=nesterov and momentum > 0,
+                                         fused=True)
+        # a reader's step instead of torch's (None: torch's): compiled once, on this rank
+        self.rule = None if rule is None else rules.outer_step(rule)
+        self.wire = "none"
+        self.residuals: list[torch.Tensor] | None = None  # error feedback's e per unit (None: no feedback)
+
+    def set_wire(self, fmt: str, error_feedback: bool) -> None:
+        """Send pseudo-gradients in wire format `fmt` (edit_lab.core.wire), with error feedback or without."""
+        self.wire = fmt
+        self.residuals = ([torch.zeros_like(a.detach()) for a in self.anchors]
+                          if error_feedback and fmt != "none" else None)
+
+    def anchor(self, unit: int, device: torch.device) -> torch.Tensor:
+        return self.anchors[unit].detach().to(device)
+
+    # region outer-step
+    @torch.no_grad()
+    def pseudo_gradient(self, unit: int, theta: torch.Tensor) -> torch.Tensor:
+        """Δ = a − θ for this rank's shard of `unit`; in a wire format, what the others receive of it (Δ̂)."""
+        delta = self.anchor(unit, theta.device) - theta.detach()
+        if self.wire == "none":
+            return delta
+        from edit_lab.core.wire import roundtrip
+
+        if self.residuals is None:
+            return roundtrip(delta, self.wire)
+        e = self.residuals[unit]
+        x = delta + e.to(delta.device)
+        sent = roundtrip(x, self.wire)
+        e.copy_((x - sent).to(e.device))
+        return sent
+
+    @torch.no_grad()
+    def step(self, unit: int, delta_bar: torch.Tensor) -> None:
+        """One outer optimizer step on unit `unit`'s anchor shard with the aggregated pseudo-gradient."""
+        a = self.anchors[unit]
+        if self.rule is not None:
+            self.rule_step(a, delta_bar.to(a.device))
+            return
+        a.grad = delta_bar.to(a.device)
+        # Only this unit has a gradient, so SGD leaves the other units (and their momentum) untouched.
+        self.optimizer.step()
+        a.grad = None
+
+    @torch.no_grad()
+    def rule_step(self, a: nn.Parameter, delta_bar: torch.Tensor) -> None:
+        """The reader's step on one anchor shard: its answer becomes the anchor and the momentum buffer."""
+        state = self.optimizer.state[a]
+        buf = state.get("momentum_buffer")
+        group = self.optimizer.param_groups[0]
+        new_anchor, new_buf = self.rule(a.detach(), delta_bar, torch.zeros_like(a) if buf is None else buf,
+                                        group["lr"], group["momentum"])
+        a.copy_(new_anchor)
+        state["momentum_buffer"] = new_buf.contiguous()
+
+    @torch.no_grad()
+    def reset(self, unit: int, theta: torch.Tensor) -> None:
+        """θ ← a: every replica restarts local training from the new anchor."""
+        theta.copy_(self.anchors[unit].detach().to(theta.device))
+    # endregion outer-step
+
+    def numel(self) -> int:
+        """Values held: anchor shards plus whatever momentum buffers exist."""
+        n = sum(a.numel() for a in self.anchors) + sum(e.numel() for e in self.residuals or [])
+        for st in self.optimizer.state.values():
+            buf = st.get("momentum_buffer")
+            if buf is not None:
+                n += buf.numel()
+        return n
+
+    def state_dict(self) -> dict[str, Any]:
+        # deepcopy: the optimizer's state_dict shares its momentum tensors with the live optimizer
+        out = {"anchors": [a.detach().cpu().clone() for a in self.anchors],
+               "optimizer": copy.deepcopy(self.optimizer.state_dict())}
+        if self.residuals is not None:
+            out["residuals"] = [e.detach().cpu().clone() for e in self.residuals]
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        with torch.no_grad():
+            for a, v in zip(self.anchors, state["anchors"]):
+                a.copy_(v)
+            if self.residuals is not None and state.get("residuals") is not None:
+                for e, v in zip(self.residuals, state["residuals"]):
+                    e.copy_(v)
+        self.optimizer.load_state_dict(state["optimizer"])

@@ -1,0 +1,763 @@
+"""The pseudo-gradient penalty of EDiT (edit-method.md §4, decisions D1, D2, D10, D11, D15), without any communication.
+
+SYNC(l) penalises a replica's pseudo-gradient Δ_r = a − θ_r of unit l in three independent steps:
+
+1. **anomaly**: a per-replica, per-unit `AnomalyDetector` follows a value over the syncs and flags one that
+   is far above its usual level; a flagged replica's Δ_r is set to zero. By default (`peers`, D11 and D15)
+   the value is the replica's norm per local step G_r/k_r divided by the median of the other replicas' at
+   the same sync, q (`peer_ratios`), so a rise every replica shares changes nothing; a replica is newly
+   flagged only on a unit where its detector flags q and q > `enter_ratio` κ_e; with fewer than 3 peers
+   (R = 2, 3: no majority, with two replicas q_0 = 1/q_1) also only where its own G/k stands
+   `memory_threshold` δ_m σ above its own history (`memory`, a second detector per replica and unit,
+   `needs_memory`); flagged on one unit, it is left out of every unit of that sync, and stays out while
+   some unit of it is still more than `stay_ratio` κ_s times its peers' (and, with fewer than 3 peers, its
+   memory still says it moved). `enter_ratio=0, memory_threshold=0` is D11 as first chosen. With `peers`
+   off each unit is judged alone on G_r/k_r (or G_r), as the authors' detector does, with the re-admission
+   of D10 (`readmitted_replicas`); both remain options. `decide_sync` takes one
+   sync's decisions for every replica and unit, as the engine does; `replay` runs it over recorded norms.
+2. **weighting**: `softmax_weights` gives the replicas with smaller norms more weight (softmax of −G/T),
+   anomalous replicas none.
+3. **clip**: `clip_factor` scales the *aggregated* pseudo-gradient down to a norm of at most φ.
+
+Everything here is plain float64 arithmetic on Python floats, so that every rank, given the same all-gathered
+norms, takes bit-for-bit the same decisions, and so that the rules can be tested and shown in a notebook
+without processes or tensors. The collectives that produce the norms and apply the weights live in the engine.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any, NamedTuple
+
+#: Added to the norm before dividing, as in `torch.nn.utils.clip_grad_norm_` and the reference code.
+CLIP_EPS = 1e-6
+
+
+class PenaltyValueError(ValueError):
+    """A penalty setting that cannot work. `field` is its name in `PenaltyConfig` (`penalty_<field>` in
+    `RunConfig`, whose validate turns this into a ConfigError naming that field) and `allowed` what would."""
+
+    def __init__(self, field: str, value: Any, allowed: str) -> None:
+        self.field, self.value, self.allowed = field, value, allowed
+        super().__init__(f"{field}={value!r} is not allowed: {allowed}")
+
+
+def _first_line(source: str) -> str:
+    """A rule's first line, to name it in a refusal without printing all its source."""
+    return source.strip().splitlines()[0] + " …" if isinstance(source, str) and source.strip() else repr(source)
+
+
+def _is_number(v: Any) -> bool:
+    return not isinstance(v, bool) and isinstance(v, (int, float))
+
+
+def _check_detector_params(alpha: Any, arming: Any, threshold: Any, bias_correction: Any = False,
+                           readmit_after: Any = 0, min_rel_std: Any = 0.0) -> None:
+    """Refuse detector settings that cannot work, naming the field.
+
+    The one check of these values: `AnomalyDetector`, `PenaltyConfig.validate` and (through the latter)
+    `RunConfig.validate` all call it, so a value the detector would refuse can never pass the config.
+    """
+    if not _is_number(alpha) or not 0.0 < alpha < 1.0:
+        # α = 1 would make μ the last value and M2 always 0: the detector could never flag anything
+        raise PenaltyValueError("alpha", alpha, "a number with 0 < alpha < 1 (the EWMA smoothing)")
+    if isinstance(arming, bool) or not isinstance(arming, int) or arming < 1:
+        raise PenaltyValueError("arming", arming, "an integer >= 1 (E: syncs of history before the detector may flag)")
+    if not _is_number(threshold) or not 0.0 < threshold < math.inf:
+        raise PenaltyValueError("threshold", threshold, "a finite number > 0 (delta, in standard deviations)")
+    if not isinstance(bias_correction, bool):
+        raise PenaltyValueError("bias_correction", bias_correction, "True or False")
+    if isinstance(readmit_after, bool) or not isinstance(readmit_after, int) or readmit_after < 0:
+        raise PenaltyValueError("readmit_after", readmit_after,
+                                "an integer >= 0 (K: a replica flagged K syncs in a row is re-admitted when its "
+                                "norm is no larger than its unflagged peers' largest times 1 + min_rel_std, or "
+                                "every replica is flagged; 0: never)")
+    if not _is_number(min_rel_std) or not 0.0 <= min_rel_std < math.inf:
+        raise PenaltyValueError("min_rel_std", min_rel_std,
+                                "a finite number >= 0 (the smallest σ as a fraction of the mean; 0: none)")
+
+
+def _check_positive(name: str, value: Any, what: str) -> None:
+    """A number > 0 where +inf is allowed and means 'no effect' (T = inf: plain mean; phi = inf: no clip)."""
+    if not _is_number(value) or not value > 0.0:
+        raise PenaltyValueError(name, value, f"a number > 0, inf allowed ({what})")
+
+
+@dataclass
+class PenaltyConfig:
+    """The penalty's knobs; each of the three parts can be switched off on its own (for ablations).
+
+    `arming` is E, counted in syncs (not steps). The detector defaults are the lab's, chosen by measurement
+    (edit-method.md D10 and D11, `benchmarks/penalty_defaults.py`, `benchmarks/penalty_rule.py`). `peers`
+    (D11) makes the detector judge each replica's norm per step relative to the median of its peers' and
+    judges the replica as a whole; `stay_ratio` κ_s keeps a flagged replica out while some unit of it is
+    still above κ_s × its peers' (0: back as soon as its detectors no longer flag it); D15's `enter_ratio`
+    κ_e and `memory_threshold` δ_m (the replica's own memory, asked with fewer than 3 peers) decide who
+    enters, and who stays. The authors' exact
+    detector is `peers=False, bias_correction=False, readmit_after=0, per_step=False, min_rel_std=0,
+    alpha=0.02` (with their E = 120; `AUTHORS` holds these values). `temperature` T = inf gives equal
+    weights; `clip_norm` φ = inf never clips.
+    """
+
+    anomaly: bool = True
+    weighting: bool = True
+    clip: bool = True
+    alpha: float = 0.3
+    arming: int = 4  # E
+    threshold: float = 3.0  # delta
+    temperature: float = 1.0  # T
+    clip_norm: float = 10.0  # phi
+    bias_correction: bool = True
+    readmit_after: int = 3  # K, 0 = never
+    min_rel_std: float = 0.15  # ε: σ is never taken below ε·μ (a noise floor); 0 = the reference
+    per_step: bool = True  # the detector judges G/k, k = the replica's local steps in the round
+    weight_per_step: bool = True  # the softmax weighs G·k̄/k (`step_scaled_norms`): rounds of unequal length
+    peers: bool = True  # D11: judge each replica's norm relative to its peers', the whole replica at once
+    stay_ratio: float = 1.3  # κ_s: a flagged replica stays out while a unit of it is above κ_s × its peers'
+    enter_ratio: float = 1.3  # κ_e (D15): a replica is newly flagged only on a unit above κ_e × its peers' (0: no)
+    memory_threshold: float = 1.0  # δ_m (D15): with < 3 peers, also G/k > its own mean + δ_m·σ (0: not asked)
+    weighting_rule: str | None = None  # a reader's rule instead of the softmax (edit_lab.hooks), as source
+
+    @classmethod
+    def of(cls, cfg: Any) -> "PenaltyConfig":
+        """The penalty settings of a RunConfig (its fields `penalty_<name>` for every field here)."""
+        return cls(**{f.name: getattr(cfg, "penalty_" + f.name) for f in fields(cls)})
+
+    def validate(self) -> None:
+        """Raise PenaltyValueError (a ValueError) naming the first bad field and its allowed values."""
+        for name in ("anomaly", "weighting", "clip", "per_step", "weight_per_step", "peers"):
+            if not isinstance(getattr(self, name), bool):
+                raise PenaltyValueError(name, getattr(self, name), "True or False")
+        if not _is_number(self.stay_ratio) or not (self.stay_ratio == 0.0 or 1.0 <= self.stay_ratio < math.inf):
+            raise PenaltyValueError("stay_ratio", self.stay_ratio,
+                                    "0 or a finite number >= 1 (κ_s: a flagged replica stays out while a unit of it "
+                                    "is above κ_s times its peers' median; 0: no)")
+        if not _is_number(self.enter_ratio) or not (self.enter_ratio == 0.0 or 1.0 <= self.enter_ratio < math.inf):
+            raise PenaltyValueError("enter_ratio", self.enter_ratio,
+                                    "0 or a finite number >= 1 (κ_e: a replica is newly flagged only on a unit above "
+                                    "κ_e times its peers' median; 0: wherever its detector flags)")
+        if not _is_number(self.memory_threshold) or not 0.0 <= self.memory_threshold < math.inf:
+            raise PenaltyValueError("memory_threshold", self.memory_threshold,
+                                    "a finite number >= 0 (δ_m: with fewer than 3 peers a replica is newly flagged "
+                                    "only where its own G/k is more than δ_m σ above its own history's mean; 0: not "
+                                    "asked)")
+        _check_detector_params(self.alpha, self.arming, self.threshold, self.bias_correction, self.readmit_after,
+                               self.min_rel_std)
+        _check_positive("temperature", self.temperature, "T of the softmax weights")
+        _check_positive("clip_norm", self.clip_norm, "phi, the largest norm of the aggregated pseudo-gradient")
+        if self.weighting_rule is not None:
+            from edit_lab.hooks import weighting_problem
+
+            if (why := weighting_problem(self.weighting_rule)) is not None:
+                raise PenaltyValueError("weighting_rule", _first_line(self.weighting_rule), why)
+            if not self.weighting:
+                raise PenaltyValueError("weighting_rule", _first_line(self.weighting_rule),
+                                        "None while weighting is off (a rule replaces the softmax weights)")
+
+    def new_detector(self) -> AnomalyDetector:
+        """A fresh detector with this configuration (one is needed per replica and unit)."""
+        return AnomalyDetector(alpha=self.alpha, arming=self.arming, threshold=self.threshold,
+                               bias_correction=self.bias_correction, readmit_after=self.readmit_after,
+                               min_rel_std=self.min_rel_std)
+
+    def judged_norm(self, g: float, steps: int) -> float | None:
+        """The value the detector judges for a unit's norm G after `steps` local steps of the replica.
+
+        per_step: G/k. The norm of a pseudo-gradient grows with the local steps it holds, and an A-EDiT
+        round holds as many as the clock allowed (1 in one round, 5 in the next), so the round's G alone
+        would make every longer round look anomalous; so would resuming with a larger τ. Per step, rounds
+        of any length compare. For EDiT with a fixed τ the decisions are the same either way (z is
+        unchanged when every value is scaled by the same k). None when the replica trained no step in the
+        round (an A-EDiT replica that finished early): its Δ is 0 by construction, nothing to judge or learn.
+        """
+        if steps <= 0:
+            return None
+        return g / steps if self.per_step else g
+
+    @classmethod
+    def authors(cls, **changes: Any) -> "PenaltyConfig":
+        """The authors' detector (`AUTHORS_DETECTOR`: each unit judged alone on G with α 0.02, E 120, no bias
+        correction, noise floor, re-admission or peers), the softmax on raw G; `changes` on top."""
+        return cls(**{**AUTHORS_DETECTOR, **changes})
+
+
+#: The PenaltyConfig fields that give the authors' detector (atorch local_sgd, edit-method.md §4): RunConfig
+#: takes them as penalty_<name> (`--no-penalty-peers --no-penalty-bias-correction --no-penalty-per-step
+#: --penalty-readmit-after 0 --penalty-min-rel-std 0 --penalty-alpha 0.02 --penalty-arming 120
+#: --no-penalty-weight-per-step`).
+AUTHORS_DETECTOR: dict[str, Any] = dict(peers=False, bias_correction=False, per_step=False, readmit_after=0,
+                                        min_rel_std=0.0, alpha=0.02, arming=120, weight_per_step=False)
+
+
+class AnomalyDetector:
+    """EWMA mean/variance of a unit's pseudo-gradient norm for one replica (one instance per replica and unit).
+
+    **Exact mode** (`bias_correction=False`, `readmit_after=0`, the constructor's defaults): the reference's
+    rules of edit-method.md §4, kept to the letter because the numbers of §8 depend on them:
+
+        update(x): count += 1; d = x − μ; μ += α·d; M2 = (1−α)·(M2 + α·d·(x − μ)); window.append(z(x))
+        σ = sqrt(M2) when count ≥ 2, else 0
+        z(x) = (x − μ)/σ when count ≥ E and σ > 0, else 0
+        factor = max(1, unbiased std of the last E z-scores) when count ≥ E, else 1
+        is_outlier(x) = count ≥ E and z(x) > δ·factor
+
+    **Bias correction** (`bias_correction=True`, decision D10). μ and M2 start at 0, so for the first
+    ~1/α updates μ is pulled towards 0 and a steady healthy norm looks high (with α = 0.02 and E = 3 a
+    constant norm has z ≈ 4). As Adam does for its moments, the detector then judges with
+
+        c = 1 − (1−α)^count;   μ̂ = μ / c;   σ̂ = sqrt(M2 / c)
+
+    and measures the deviations of the M2 update from the corrected mean:
+    d = x − μ̂_before, M2 = (1−α)·(M2 + α·d·(x − μ̂_after)) (d = 0 for the first value). Dividing the
+    reference's M2 alone would not do: its deviations from the biased μ are the start-up transient
+    itself (a constant norm c gives M2 ≈ count·α·c², so M2/c would make σ̂ ≈ c and hide a doubled norm).
+    With the corrected deviations, μ̂ and σ̂²/(1−α) are exactly the mean and the variance of the values
+    seen, weighted (1−α)^age: the first value gives μ̂ = x, σ̂ = 0. As count grows, c → 1 and the rules
+    become the exact ones again. μ (`mean`) and M2 (`m2`) are stored uncorrected in both modes.
+
+    **Re-admission** (`readmit_after=K > 0`, D10). A flagged value is never learnt (D1), so a norm that
+    rises for good on every replica (a larger lr after a resume, a new phase of training) would be flagged
+    at every later sync, and a unit whose replicas are all flagged is not updated: it would stay frozen
+    for the rest of the run; and a replica whose detector flagged a rise that its peers' detectors had
+    already learnt (they judged a slightly lower value first) stays flagged alone. So every detector counts
+    its replica's flags in a row (`count_flag`, shared in the all-gathered decisions), and
+    `readmitted_replicas` re-admits a replica flagged K syncs in a row when its judged norm is no larger
+    than the largest judged norm of the replicas not flagged now, or when every replica is flagged (a rise
+    shared by all, nobody to compare with). Its detector then re-arms from that value (`restart`): it
+    forgets everything and starts again with the value as its first, so it learns the new level and may
+    flag again E − 1 syncs later. A replica fed bad data has a larger norm than its healthy peers and
+    stays flagged; a non-finite norm is never re-admitted.
+
+    Semantics where the reference is silent, chosen here:
+
+    - The window holds the z-score of each accepted value computed *at update time*, i.e. with the
+      statistics (and count) that already include that value. It therefore holds zeros until count
+      reaches E. It keeps the last E entries.
+    - The unbiased std of a window with fewer than two entries is taken as 0 (factor 1), where the reference
+      would produce NaN and so never flag anything; this only matters for E = 1.
+    - A NaN or ±inf value is always an outlier, even before arming: nothing can be learnt from it and it
+      must never enter the statistics. `z` of such a value is the value itself (NaN, ±inf), so that it
+      shows as such in the event records. `update` refuses it with ValueError.
+    - Only large norms are outliers (one-sided): a replica that barely moved is harmless.
+    - With σ = 0 (e.g. bias-corrected, after identical values) z is 0 and nothing finite is flagged.
+    - `update` does not test for outliers itself; callers must not feed it one (decision D1: the reference
+      FSDP path feeds the detector G + 1e6, which blinds it for about a thousand syncs). `observe` does the
+      test-then-update in the right order and is what the engine calls.
+    """
+
+    def __init__(self, alpha: float = 0.02, arming: int = 10, threshold: float = 3.0,
+                 bias_correction: bool = False, readmit_after: int = 0, min_rel_std: float = 0.0) -> None:
+        _check_detector_params(alpha, arming, threshold, bias_correction, readmit_after, min_rel_std)
+        self.alpha = float(alpha)
+        self.arming = int(arming)  # E
+        self.threshold = float(threshold)  # delta
+        self.bias_correction = bias_correction
+        self.readmit_after = int(readmit_after)  # K
+        self.min_rel_std = float(min_rel_std)  # ε
+        self.count: int = 0
+        self.mean: float = 0.0  # μ, uncorrected
+        self.m2: float = 0.0  # M2, uncorrected
+        self.window: collections.deque[float] = collections.deque(maxlen=self.arming)
+        self.streak: int = 0  # consecutive syncs at which this replica was flagged on this unit
+
+    @property
+    def armed(self) -> bool:
+        """True once E values have been accepted: only then are z-scores and outliers computed."""
+        return self.count >= self.arming
+
+    def correction(self) -> float:
+        """c = 1 − (1−α)^count with bias correction (1 before any value), else 1."""
+        if not self.bias_correction or self.count == 0:
+            return 1.0
+        return -math.expm1(self.count * math.log1p(-self.alpha))
+
+    def mu(self) -> float:
+        """The mean the detector judges with: μ̂ = μ/c with bias correction, else μ."""
+        return self.mean / self.correction()
+
+    def std(self) -> float:
+        """σ = max(sqrt(M2/c), ε·|μ̂|) (c = 1 in exact mode, ε = 0 in the reference) once two values have
+        been seen, else 0. The floor ε·|μ̂| (`min_rel_std`): a series that barely moves has a tiny σ, and its
+        z-score then calls a 10 % drift of a healthy norm (a longer round, a later phase of training) an
+        anomaly; with the floor a value must exceed μ̂ by at least δ·ε·μ̂ (45 % with δ = 3, ε = 0.15)."""
+        if self.count < 2:
+            return 0.0
+        return max(math.sqrt(max(self.m2, 0.0) / self.correction()), self.min_rel_std * abs(self.mu()))
+
+    # region detector-test
+    def z(self, x: float) -> float:
+        """How many σ the norm x lies above the running mean; 0 before arming or with σ = 0."""
+        x = float(x)
+        if not math.isfinite(x):
+            return x
+        sigma = self.std()
+        if not self.armed or sigma == 0.0:
+            return 0.0
+        return (x - self.mu()) / sigma
+
+    def factor(self) -> float:
+        """max(1, unbiased std of the window's z-scores) once armed, else 1.
+
+        Widens the threshold when recent z-scores themselves have been spread out, so that a noisy but
+        healthy replica is not flagged over and over.
+        """
+        if not self.armed or len(self.window) < 2:
+            return 1.0
+        n = len(self.window)
+        mean = math.fsum(self.window) / n
+        var = math.fsum((v - mean) ** 2 for v in self.window) / (n - 1)
+        return max(1.0, math.sqrt(var))
+
+    def current_threshold(self) -> float:
+        """δ·factor: the z-score above which a norm is an outlier now."""
+        return self.threshold * self.factor()
+
+    def flag_limit(self) -> float:
+        """The norm above which a finite value is an outlier now: μ + δ·factor·σ (inf if none can be)."""
+        sigma = self.std()
+        if not self.armed or sigma == 0.0:
+            return math.inf
+        return self.mu() + self.current_threshold() * sigma
+
+    def is_outlier(self, x: float) -> bool:
+        """True for NaN/±inf always; otherwise only once armed and when z(x) > δ·factor (one-sided)."""
+        x = float(x)
+        if not math.isfinite(x):
+            return True
+        if not self.armed:
+            return False
+        return self.z(x) > self.current_threshold()
+    # endregion detector-test
+
+    # region detector-update
+    def update(self, x: float) -> None:
+        """Fold an accepted (non-outlier) norm into the statistics; refuses NaN/inf (see the class docstring)."""
+        x = float(x)
+        if not math.isfinite(x):
+            raise ValueError(f"AnomalyDetector.update needs a finite value, got {x!r}; it is an outlier (D1)")
+        if self.bias_correction:
+            before = self.mu() if self.count else x  # μ̂ is undefined before the first value: no deviation
+        else:
+            before = self.mean  # the reference: μ, which starts at 0
+        self.count += 1
+        self.mean += self.alpha * (x - self.mean)
+        self.m2 = (1.0 - self.alpha) * (self.m2 + self.alpha * (x - before) * (x - self.mu()))
+        self.window.append(self.z(x))
+    # endregion detector-update
+
+    def restart(self, x: float) -> None:
+        """Re-arm: forget every statistic, the window and the run of flags, and start again from x alone."""
+        self.count, self.mean, self.m2, self.streak = 0, 0.0, 0.0, 0
+        self.window.clear()
+        self.update(x)
+
+    # region detector-observe
+    def observe(self, x: float) -> tuple[bool, float, float]:
+        """Decide on x, then learn from it unless it is an outlier (D1).
+
+        Returns (outlier, z, threshold) where z = z(x) and threshold = δ·factor, both computed BEFORE the
+        update, i.e. exactly the numbers the decision was taken on (what the event records should show).
+        """
+        outlier = self.is_outlier(x)
+        z = self.z(x)
+        threshold = self.current_threshold()
+        if not outlier:
+            self.update(x)
+        return outlier, z, threshold
+    # endregion detector-observe
+
+    def count_flag(self, outlier: bool) -> int:
+        """Count this sync's decision; returns the syncs in a row this replica has been flagged, this one
+        included (0 when it was not). What `readmitted_replicas` compares with K."""
+        self.streak = self.streak + 1 if outlier else 0
+        return self.streak
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain JSON-able values (ints, floats, bools, a list), for checkpoints (D6).
+
+        The settings (alpha … readmit_after) are included to make a checkpoint self-describing;
+        `load_state_dict` does not take them over (see there).
+        """
+        return {
+            "alpha": self.alpha,
+            "arming": self.arming,
+            "threshold": self.threshold,
+            "bias_correction": self.bias_correction,
+            "readmit_after": self.readmit_after,
+            "min_rel_std": self.min_rel_std,
+            "count": self.count,
+            "mean": self.mean,
+            "m2": self.m2,
+            "window": list(self.window),
+            "streak": self.streak,
+        }
+
+    def load_state_dict(self, d: dict[str, Any]) -> None:
+        """Restore the running statistics (count, mean, m2, window) and the run of flags (streak).
+
+        The instance keeps its own settings: the resumed run's configuration is what the user asked for.
+        With a smaller arming only the last E z-scores are kept. A checkpoint made before re-admission
+        existed has no streak: 0.
+        """
+        missing = [k for k in ("count", "mean", "m2", "window") if k not in d]
+        if missing:
+            raise ValueError(f"detector state lacks {', '.join(missing)}")
+        self.count = int(d["count"])
+        self.mean = float(d["mean"])
+        self.m2 = float(d["m2"])
+        self.window = collections.deque((float(v) for v in d["window"]), maxlen=self.arming)
+        self.streak = int(d.get("streak", 0))
+
+
+def _check_replicas(norms: Sequence[float] | None, anomalous: Sequence[bool]) -> None:
+    if len(anomalous) == 0:
+        raise ValueError("need at least one replica")
+    if norms is not None and len(norms) != len(anomalous):
+        raise ValueError(f"got {len(norms)} norms for {len(anomalous)} anomaly flags; need one per replica")
+
+
+# region softmax-weights
+def softmax_weights(
+    norms: Sequence[float],
+    temperature: float,
+    anomalous: Sequence[bool],
+    enabled: bool = True,
+) -> list[float]:
+    """Aggregation weights of the replicas' pseudo-gradients for one unit (decision D2: used whenever enabled).
+
+    enabled:  w_r = exp(−G_r/T) / Σ_{non-anomalous} exp(−G_s/T) for non-anomalous r, 0 for anomalous r.
+              Computed as exp(−(G_r − G_min)/T) with G_min the smallest norm among the non-anomalous
+              replicas, so the largest term is exactly 1 and nothing overflows or underflows to 0/0.
+    disabled: plain mean over the non-anomalous replicas (1/k each, k of them); the norms are not looked at.
+    all anomalous: all zeros (the caller then skips the outer step, see `outer_step_skipped`).
+
+    Anomalous replicas are excluded in both modes, so switching weighting off keeps the anomaly filter
+    (with no anomalies, disabled gives the paper's plain 1/R). With weighting on, a non-anomalous replica
+    whose norm is +inf or NaN (possible when the anomaly filter is off) gets weight 0, the limit of the
+    softmax for an infinitely large norm; if no finite norm is left the weights are all zero. T = inf
+    gives equal weights. Weights sum to 1 up to rounding whenever one is non-zero.
+    """
+    _check_replicas(norms, anomalous)
+    _check_positive("temperature", temperature, "T of the softmax weights")
+    keep = [not bool(a) for a in anomalous]
+    if not enabled:
+        k = sum(keep)
+        return [1.0 / k if kept else 0.0 for kept in keep] if k else [0.0] * len(keep)
+    usable = [kept and math.isfinite(float(g)) for kept, g in zip(keep, norms)]
+    if not any(usable):
+        return [0.0] * len(keep)
+    g_min = min(float(g) for g, ok in zip(norms, usable) if ok)
+    t = float(temperature)
+    e = [math.exp(-(float(g) - g_min) / t) if ok else 0.0 for g, ok in zip(norms, usable)]
+    total = math.fsum(e)
+    return [v / total for v in e]
+# endregion softmax-weights
+
+
+def excluded_from_weights(anomalous: Sequence[bool], steps: Sequence[int]) -> list[bool]:
+    """The replicas the weights leave out of one unit: the anomalous ones and those that trained no step (k = 0).
+
+    Why the second: a replica with k = 0 (A-EDiT's replica that finished early) holds θ = a, so its Δ = 0 and its
+    G = 0, and it is never flagged. Kept in the softmax, it is the smallest norm, the one the softmax shifts by:
+    a trained replica's G of 800 then gives exp(−800) = 0 (`softmax_weights([0, 800], 1, [F, F])` = [1, 0]), every
+    weight of a trained replica is 0, and the outer step runs on Nesterov's momentum alone. Left out, the trained
+    replicas share the weights among themselves. With k > 0 everywhere (EDiT) nothing changes.
+    """
+    _check_replicas(list(steps), anomalous)
+    return [bool(a) or int(k) <= 0 for a, k in zip(anomalous, steps)]
+
+
+def step_scaled_norms(norms: Sequence[float], steps: Sequence[int]) -> list[float]:
+    """G_r·k̄/k_r: each replica's norm per local step, rescaled to the sync's mean round (k̄ over the replicas
+    that trained), the softmax's input with `weight_per_step`.
+
+    Why: the softmax of −G/T gives the larger norm the smaller weight, and under A-EDiT a fast replica's
+    round holds about twice the steps of a slow one's, so its Δ is longer for being fast, not for being
+    wrong (benchmarks/aedit_loss.py measured its weight at 0.28 for a 0.66 share of the steps). With equal
+    k (EDiT) the norms are unchanged, so EDiT's weights are bit for bit the same. A replica with no step
+    (k = 0, Δ = 0) keeps its norm; `aedit.active_weights` gives it 0 anyway.
+    """
+    active = [k for k in steps if k > 0]
+    if not active or all(k == active[0] for k in active):  # equal rounds: exactly the norms (g·k/k may round)
+        return [float(g) for g in norms]
+    mean_k = sum(active) / len(active)
+    return [float(g) * mean_k / k if k > 0 else float(g) for g, k in zip(norms, steps)]
+
+
+def clip_factor(norm: float, clip_norm: float) -> float:
+    """min(1, φ/(n + 1e-6)): the scale that brings the aggregated pseudo-gradient's norm n to at most φ.
+
+    As in `torch.nn.utils.clip_grad_norm_`, the 1e-6 makes the factor φ/(φ + 1e-6) ≈ 1 − 1e-7 (not 1)
+    exactly at n = φ; it is exactly 1 for n ≤ φ − 1e-6. n = inf gives 0; a NaN norm gives NaN (the
+    aggregate is already NaN; the factor does not pretend otherwise). φ = inf never clips.
+    """
+    n = float(norm)
+    _check_positive("clip_norm", clip_norm, "phi, the largest norm of the aggregated pseudo-gradient")
+    if math.isnan(n):
+        return math.nan
+    if n < 0.0:
+        raise ValueError(f"a norm cannot be negative, got {n!r}")
+    return min(1.0, float(clip_norm) / (n + CLIP_EPS))
+
+
+def outer_step_skipped(anomalous: Sequence[bool], steps: Sequence[int]) -> bool:
+    """True when no replica that trained in the round (k_r > 0) is admitted for this unit: skip the outer step.
+
+    The authors skip when every replica is anomalous: there is nothing to aggregate. A replica with k = 0
+    (A-EDiT's replica that finished early and waits in `finalize`, a time-budget run's closing round) holds
+    θ = a, so its Δ = 0 carries nothing, and it is never judged, so never flagged. Counted as admitted, it
+    would keep the outer step running when every replica that trained is flagged: the weights are all 0,
+    Δ̄ = 0, and Nesterov's momentum alone would move the anchor. With k > 0 everywhere (EDiT with a fixed τ)
+    this is exactly the authors' rule.
+    """
+    _check_replicas(None, anomalous)
+    if len(steps) != len(anomalous):
+        raise ValueError(f"got {len(steps)} step counts for {len(anomalous)} anomaly flags; need one per replica")
+    return not any(not bool(a) and int(k) > 0 for a, k in zip(anomalous, steps))
+
+
+def readmitted_replicas(flagged: Sequence[bool], streaks: Sequence[int], judged: Sequence[float | None],
+                        readmit_after: int, tolerance: float = 0.0) -> list[bool]:
+    """D10: which flagged replicas of one unit are re-admitted at this sync (from the all-gathered decisions,
+    so every rank computes the same answer).
+
+    Replica r is re-admitted when it has been flagged `readmit_after` (K) syncs in a row (`streaks[r]`,
+    this one included), its judged norm is finite, and it is no larger than the largest judged norm of
+    the replicas not flagged at this sync times 1 + `tolerance` (the engine passes the noise floor ε) —
+    or every replica is flagged (then there is no peer to compare with: a rise shared by all). Never with
+    K = 0.
+    """
+    _check_replicas(list(streaks), flagged)
+    if not readmit_after:
+        return [False] * len(flagged)
+    finite = [j is not None and math.isfinite(float(j)) for j in judged]
+    peers = [float(j) for j, f, ok in zip(judged, flagged, finite) if not f and ok]
+    ceiling = max(peers) * (1.0 + tolerance) if peers else math.inf
+    return [bool(f) and n >= readmit_after and ok and float(j) <= ceiling  # type: ignore[arg-type]
+            for f, n, ok, j in zip(flagged, streaks, finite, judged)]
+
+
+class Judged(NamedTuple):
+    """One replica's decision on one unit at one sync, as `decide_sync` takes it (the engine and `replay`)."""
+
+    outlier: bool
+    readmitted: bool
+    judged: float | None  # the value the detector judged (G/k, or its peer ratio with `peers`), None: not judged
+    z: float
+    threshold: float
+    limit: float  # the smallest judged value the detector would have flagged (inf: none; before deciding)
+    mean: float = math.nan  # μ̂, the detector's mean before deciding (nan: not judged)
+    std: float = math.nan  # σ, its standard deviation (noise floor included) before deciding (nan: not judged)
+    peer: float = math.nan  # G/k over the median of the other replicas' G/k at this sync (nan: no peer)
+    streak: int = 0  # the syncs in a row this replica has been flagged on this unit, this one included
+
+
+def peer_ratios(values: Sequence[float | None]) -> list[float]:
+    """q_r = x_r / median of the other replicas' x at the same sync (D11), for one unit.
+
+    `values[r]` is replica r's norm per local step (None: it trained no step in the round). Only finite
+    values are peers; q_r is NaN where x_r is None or not finite, or where no other replica has a finite
+    value (nothing to compare with), inf where the peers' median is 0 and x_r > 0, and NaN for 0/0 (a unit that
+    no replica moved, e.g. a frozen one: nothing stands out, so nothing may be flagged on it). With two replicas the median of
+    the others is the other one: q_0 = x_0/x_1 and q_1 = x_1/x_0. A factor every replica's norm shares
+    (the training's weather: a new phase, a larger learning rate) cancels out.
+    """
+    finite = [v is not None and math.isfinite(float(v)) for v in values]
+    ordered = sorted(float(v) for v, ok in zip(values, finite) if ok)  # sorted once: R log R, not R² log R
+    n = len(ordered) - 1  # the others of a finite replica
+    out = []
+    for r, v in enumerate(values):
+        if not finite[r] or n == 0:
+            out.append(math.nan)
+            continue
+        x = float(v)
+        gone = bisect.bisect_left(ordered, x)  # drop one copy of x: the others' i-th is ordered[i or i + 1]
+        other = lambda i: ordered[i] if i < gone else ordered[i + 1]  # noqa: E731
+        m = other(n // 2) if n % 2 else 0.5 * (other(n // 2 - 1) + other(n // 2))
+        # 0/0 (every value 0: a frozen or unused unit) compares nothing: NaN, never inf (which flags)
+        out.append(x / m if m > 0.0 else (math.inf if x > 0.0 else math.nan))
+    return out
+
+
+def _unjudged(outlier: bool, streak: int, x: float | None = None, peer: float = math.nan) -> Judged:
+    return Judged(outlier, False, x, 0.0, math.inf, math.inf, peer=peer, streak=streak)
+
+
+def _judged(det: AnomalyDetector, x: float) -> tuple[bool, list[Any]]:
+    """The detector's verdict on x and the numbers it was taken on, without learning (z, threshold, limit, μ̂, σ)."""
+    limit, mean, std = det.flag_limit(), det.mu(), det.std()
+    return det.is_outlier(x), [det.z(x), det.current_threshold(), limit, mean, std]
+
+
+def decide_sync(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDetector]],
+                norms: Sequence[Sequence[float]], steps: Sequence[int], judge: bool = True,
+                whole_replica: bool = True, memory: Sequence[Sequence[AnomalyDetector]] | None = None
+                ) -> list[list[Judged]]:
+    """The anomaly decisions of one sync for every replica and unit, exactly as every rank takes them.
+
+    `detectors[r][u]` is replica r's detector of unit u (every rank holds every replica's, all fed the same
+    all-gathered numbers, so they agree bit for bit), `norms[r][u]` replica r's G of unit u (NaN when not
+    finite) and `steps[r]` its local steps k in the round. The detectors learn here. `judge=False` is the
+    closing sync of `finalize` (its round is whatever was left: the norm per step of a short round is
+    larger, so it is not judged): every replica keeps the verdict of its last judged sync (a replica left
+    out there stays out), a non-finite norm is excluded, nothing is learnt. A replica with k = 0 (Δ = 0) is
+    never judged nor flagged.
+
+    With `config.peers` (D11) the detector of (r, u) judges q = (G/k) / the median of the other replicas'
+    G/k (`peer_ratios`): a rise every replica shares leaves q where it was. A replica is flagged when the
+    detector of some unit flags its q, or when it was flagged at its last judged sync and some unit's q is
+    still above `stay_ratio` (κ_s); it is then left out of every unit (`whole_replica`; False judges each unit
+    alone, for comparisons in the benchmarks), and none of its detectors learns. A replica with no peer to
+    compare with at this sync (every other one trained no step) keeps its last verdict. With one replica in
+    the run there are no peers ever: the detector judges G/k itself (the rule below).
+
+    Without `peers` (D10, and the authors' detector): each unit alone, the detector judges G/k (or G,
+    `per_step` off), an outlier is never learnt (D1), and `readmitted_replicas` re-admits a replica flagged
+    K syncs in a row whose judged norm is in line with its unflagged peers' (or when every replica is flagged).
+    """
+    R, U = len(norms), len(norms[0]) if norms else 0
+    x = [[config.judged_norm(float(norms[r][u]), int(steps[r])) for u in range(U)] for r in range(R)]
+    prev = [[detectors[r][u].streak for u in range(U)] for r in range(R)]
+    bad = [[x[r][u] is not None and not math.isfinite(x[r][u]) for u in range(U)] for r in range(R)]
+    ratios = [peer_ratios([x[r][u] for r in range(R)]) for u in range(U)]  # ratios[u][r]
+    if not judge:  # the closing sync: every replica keeps the verdict of its last judged sync
+        return [[_unjudged(bad[r][u] or (config.anomaly and prev[r][u] > 0), prev[r][u], x[r][u], ratios[u][r])
+                 for u in range(U)] for r in range(R)]
+    if not config.anomaly:
+        return [[_unjudged(bad[r][u], 0, x[r][u], ratios[u][r]) for u in range(U)] for r in range(R)]
+    if config.peers and R > 1:
+        return _decide_peers(config, detectors, x, ratios, bad, prev, whole_replica, memory)
+    return _decide_units(config, detectors, x, ratios)
+
+
+#: Fewer peers than this and the median of a replica's peers is no majority: one bad replica moves it (with
+#: two replicas q_0 = 1/q_1 exactly; with three the median of two is their mean), so D15 also asks the replica's
+#: own memory (`PenaltyConfig.memory_threshold`).
+MAJORITY = 3
+
+
+def needs_memory(config: PenaltyConfig, replicas: int) -> bool:
+    """Does D15 ask each replica's own history of G/k at this width (peers judged, fewer than MAJORITY peers)?"""
+    return config.anomaly and config.peers and config.memory_threshold > 0.0 and 1 < replicas <= MAJORITY
+
+
+def _decide_peers(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDetector]], x: list[list[float | None]],
+                  ratios: list[list[float]], bad: list[list[bool]], prev: list[list[int]], whole_replica: bool,
+                  memory: Sequence[Sequence[AnomalyDetector]] | None) -> list[list[Judged]]:
+    R, U = len(x), len(x[0])
+    ask_memory = needs_memory(config, R)
+    if ask_memory and memory is None:
+        raise ValueError(f"D15 with {R} replicas asks each replica's own history of G/k: pass `memory`, one "
+                         "detector per replica and unit (PenaltyConfig.new_detector)")
+    out: list[list[Judged]] = []
+    for r in range(R):
+        dets = detectors[r]
+        if all(v is None for v in x[r]):  # trained no step: Δ = 0, nothing to judge
+            out.append([_unjudged(False, prev[r][u]) for u in range(U)])
+            continue
+        q = [ratios[u][r] for u in range(U)]
+        comparable = [math.isfinite(v) or v == math.inf for v in q]
+        if not any(comparable) and not any(bad[r]):  # no peer trained this round: keep the last verdict
+            out.append([_unjudged(any(prev[r]) if whole_replica else prev[r][u] > 0, prev[r][u], x[r][u])
+                        for u in range(U)])
+            continue
+        rows, flags = [], []
+        for u in range(U):
+            if comparable[u]:
+                hit, numbers = _judged(dets[u], q[u])
+            elif bad[r][u]:  # a non-finite norm: an outlier, its z the value itself (as `AnomalyDetector.z`)
+                hit, numbers = _judged(dets[u], math.nan)
+            else:  # no comparable peer on this unit (none finite, or 0/0)
+                hit, numbers = False, [0.0, math.inf, math.inf, math.nan, math.nan]
+            # D15: a new flag only where the replica stands above its peers (q > κ_e): one in line with them is
+            # never newly flagged, whatever its detector learnt while a peer was bad
+            enters = config.enter_ratio == 0.0 or q[u] > config.enter_ratio
+            stay = config.stay_ratio > 0 and q[u] > config.stay_ratio
+            if ask_memory and not bad[r][u] and (enters or stay):
+                # no majority: q is high because this replica rose or because its peer fell; only the replica
+                # whose own G/k stands above its own history is the one that moved, to enter and to stay
+                own = memory[r][u]  # type: ignore[index]
+                moved = own.armed and own.z(float(x[r][u])) > config.memory_threshold  # type: ignore[arg-type]
+                enters, stay = enters and moved, stay and moved
+            rows.append(numbers)
+            flags.append((bad[r][u] or (hit and enters), stay))
+        if whole_replica:
+            was = any(prev[r])
+            outlier = any(h for h, _ in flags) or (was and any(st for _, st in flags))
+            verdicts = [outlier] * U
+        else:
+            verdicts = [h or (prev[r][u] > 0 and st) for u, (h, st) in enumerate(flags)]
+        mine = []
+        for u in range(U):
+            if not verdicts[u] and comparable[u] and math.isfinite(q[u]):
+                dets[u].update(q[u])
+            if ask_memory and not verdicts[u] and x[r][u] is not None and math.isfinite(x[r][u]):  # type: ignore
+                memory[r][u].update(float(x[r][u]))  # type: ignore[index, arg-type]
+            streak = dets[u].count_flag(verdicts[u])
+            z, thr, limit, mean, std = rows[u]
+            mine.append(Judged(verdicts[u], False, q[u] if comparable[u] else x[r][u], z, thr, limit, mean, std,
+                               peer=q[u], streak=streak))
+        out.append(mine)
+    return out
+
+
+def _decide_units(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDetector]], x: list[list[float | None]],
+                  ratios: list[list[float]]) -> list[list[Judged]]:
+    R, U = len(x), len(x[0])
+    cells: list[list[Judged]] = [[] for _ in range(R)]
+    for u in range(U):
+        row = []
+        for r in range(R):
+            det, v = detectors[r][u], x[r][u]
+            if v is None:
+                row.append([False, False, None, 0.0, math.inf, math.inf, math.nan, math.nan, ratios[u][r], det.streak])
+                continue
+            limit, mean, std = det.flag_limit(), det.mu(), det.std()
+            outlier, z, threshold = det.observe(v)
+            row.append([outlier, False, v, z, threshold, limit, mean, std, ratios[u][r], det.count_flag(outlier)])
+        flagged = [bool(c[0]) for c in row]
+        streaks = [c[9] if c[2] is not None else 0 for c in row]
+        for r, due in enumerate(readmitted_replicas(flagged, streaks, [c[2] for c in row], config.readmit_after,
+                                                    config.min_rel_std)):
+            if due:
+                detectors[r][u].restart(row[r][2])
+                row[r][0], row[r][1], row[r][9] = False, True, 0
+        for r in range(R):
+            cells[r].append(Judged(*row[r]))
+    return cells
+
+
+def replay_units(config: PenaltyConfig, norms: Sequence[Sequence[Sequence[float]]], steps: Sequence[Sequence[int]],
+                 closing: Sequence[bool] | None = None, whole_replica: bool = True) -> list[list[list[Judged]]]:
+    """The anomaly decisions of a whole run, every replica and unit, exactly as the engine takes them.
+
+    `norms[r][u][i]` is replica r's G of unit u at sync i (NaN for a non-finite one), `steps[r][i]` its local
+    steps in that round, `closing[i]` True for the closing sync of `finalize` (not judged: it keeps the last
+    verdict). Fresh detectors, one per replica and unit, then `decide_sync` sync by sync, as
+    `EDiTMethod.start_sync` does. Returns `[r][u][i]`. For measuring settings offline
+    (`benchmarks/penalty_defaults.py`, `benchmarks/penalty_rule.py`) and testing them on recorded series.
+    """
+    R = len(norms)
+    U = len(norms[0]) if R else 0
+    n = len(norms[0][0]) if U else 0
+    dets = [[config.new_detector() for _ in range(U)] for _ in range(R)]
+    memory = [[config.new_detector() for _ in range(U)] for _ in range(R)]  # D15's own history of G/k
+    out: list[list[list[Judged]]] = [[[] for _ in range(U)] for _ in range(R)]
+    for i in range(n):
+        sync = decide_sync(config, dets, [[float(norms[r][u][i]) for u in range(U)] for r in range(R)],
+                           [int(steps[r][i]) for r in range(R)], judge=not (closing and closing[i]),
+                           whole_replica=whole_replica, memory=memory)
+        for r in range(R):
+            for u in range(U):
+                out[r][u].append(sync[r][u])
+    return out
+
+
+def replay(config: PenaltyConfig, norms: Sequence[Sequence[float]], steps: Sequence[Sequence[int]],
+           closing: Sequence[bool] | None = None) -> list[list[Judged]]:
+    """`replay_units` for a model of one unit: `norms[r][i]`, returns `[r][i]` (the playground, the tests)."""
+    return [per_unit[0] for per_unit in replay_units(config, [[row] for row in norms], steps, closing)]

@@ -1,0 +1,92 @@
+"""Failures on purpose, and the one guard against a silent one (a non-finite loss).
+
+Why inject faults at all: a teaching lab has to *show* that a run with a broken rank ends quickly,
+names the rank and leaves no process behind, and the tests have to prove it. Each kind exercises a
+different path of the launcher:
+
+- ``raise``: the rank raises a Python exception -> it writes its traceback and exits non-zero.
+- ``kill``:  the rank SIGKILLs itself -> no traceback at all, only an exit by signal.
+- ``hang``:  the rank sleeps forever inside the step -> its peers block in a collective until the
+  collective timeout (``timeout_s``) ends them; the launcher must blame the rank that never arrived.
+- ``nan``:   the rank's loss becomes NaN -> the pseudo-gradient penalty of EDiT / A-EDiT excludes that
+  replica; every other method stops with ``FloatingPointError`` (see `check_finite`) rather than
+  averaging NaN into every replica.
+
+The worker calls `inject` at the start of each step and `maybe_poison_loss` + `check_finite` right
+after the forward; with the defaults (``fault_rank=-1``) all three are no-ops.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import sys
+import time
+from typing import TYPE_CHECKING
+
+from edit_lab.config import FAULT_KINDS
+from edit_lab.registry import capabilities
+
+if TYPE_CHECKING:
+    import torch
+
+    from edit_lab.config import RunConfig
+
+__all__ = ["FAULT_KINDS", "InjectedFault", "check_finite", "inject", "maybe_poison_loss"]
+
+
+class InjectedFault(RuntimeError):
+    """The exception a ``fault_kind="raise"`` rank raises (so tests can tell it from a real bug)."""
+
+
+def _fires(cfg: "RunConfig", rank: int, step: int) -> bool:
+    return cfg.fault_rank == rank and cfg.fault_step == step
+
+
+def inject(cfg: "RunConfig", rank: int, step: int) -> None:
+    """At the start of a step: raise, die or hang if this rank and step are the configured fault.
+
+    ("nan" acts on the loss instead: see `maybe_poison_loss`.)
+    """
+    if not _fires(cfg, rank, step) or cfg.fault_kind == "nan":
+        return
+    # one line in rank{rank}.log, so whoever reads the log knows this failure was on purpose
+    print(f"edit_lab.train.faults: rank {rank} will {cfg.fault_kind} at the start of step {step} on purpose",
+          file=sys.stderr, flush=True)
+    if cfg.fault_kind == "raise":
+        raise InjectedFault(f"fault injected on rank {rank} at step {step} (fault_kind='raise')")
+    if cfg.fault_kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if cfg.fault_kind == "hang":
+        while True:  # peers block in their next collective with this rank until `timeout_s`
+            time.sleep(3600)
+
+
+def maybe_poison_loss(cfg: "RunConfig", rank: int, step: int, loss: "torch.Tensor") -> "torch.Tensor":
+    """Right after the forward: the loss times NaN if this rank and step are a ``nan`` fault.
+
+    Multiplying (rather than replacing) keeps the autograd graph, so the backward runs as it would
+    with a real numerical blow-up and the gradients become NaN too.
+    """
+    if cfg.fault_kind == "nan" and _fires(cfg, rank, step):
+        return loss * float("nan")
+    return loss
+
+
+def check_finite(cfg: "RunConfig", rank: int, step: int, loss: "torch.Tensor") -> None:
+    """Stop the run with a clear message when the loss is NaN or infinite and nothing would exclude it.
+
+    With ``sync`` (and every method without the penalty) the next gradient all-reduce or sync would
+    average the NaN into every replica and the run would go on training a dead model. EDiT / A-EDiT
+    with ``penalty_anomaly`` on treat that replica's pseudo-gradient as an anomaly and drop it, so the
+    run is allowed to continue there.
+    """
+    if capabilities(cfg.method).has_penalty and cfg.penalty_anomaly:  # it can exclude the replica
+        return
+    value = float(loss.detach())
+    if not math.isfinite(value):
+        raise FloatingPointError(
+            f"rank {rank}: the loss is {value} at step {step} (method {cfg.method!r}, no penalty to exclude this "
+            f"replica); stopping instead of spreading it into every replica"
+        )

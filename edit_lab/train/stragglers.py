@@ -1,0 +1,110 @@
+"""Simulated stragglers: seeded, deterministic, the same on every rank.
+
+Two kinds, as in the paper's experiments:
+- *consistent*: chosen replicas compute k× slower; each of their steps is stretched by
+  (k − 1) × the step's own compute as it just recorded it: the forward and backward spans of every
+  unit and the inner optimizer (`events.OWN_COMPUTE_KINDS`), never a collective or a wait. So a
+  straggler is the same k× slower device for every method: the shard group's all-gathers and
+  reduce-scatters and EDiT's layer-wise sync inside the forward are not stretched, exactly as the
+  baselines' syncs between steps are not. The outer step is not stretched either (it belongs to the
+  sync). The pause comes after the inner optimizer, before the method's after-step hook (a DiLoCo or
+  A-EDiT sync);
+- *random*: each step, each replica pauses `random_pause_ms` with probability `random_pause_prob`,
+  drawn from a generator seeded by (seed, replica, step), so a rerun pauses at the same steps;
+- a *rule* of the reader's (`straggler_rule`, edit_lab.hooks): `fn(step, replica, compute_s)` returns the
+  seconds to pause after that step, given the step's own compute as above; added to the other two.
+
+A pause is recorded as a `straggle` event so the timeline shows who held whom up; its data holds the reason
+(consistent, random, rule, or several joined by "+"), the seconds `planned` and the step's own compute the
+pause was computed from (`compute`).
+
+A straggler *spins* through its pause rather than sleeping. A slow or stalled device is still busy:
+it does not hand its compute to the other replicas. A sleeping process does, whenever ranks share
+cores (4 processes on a 2-core laptop): the others then ran up to 25% faster while the straggler
+slept, so a straggler made the *other* replicas faster and the capacity bound higher than without
+stragglers. Spinning keeps each rank's share of the CPU what it would be without the pause; on one
+core per rank (or one GPU per rank) the two are the same.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from edit_lab.config import RunConfig
+from edit_lab.records.events import EventLog
+from edit_lab.train.data import mix_seed
+
+
+@dataclass
+class StragglerModel:
+    seed: int = 0
+    slow_replicas: tuple[int, ...] = ()
+    factor: float = 1.0
+    pause_prob: float = 0.0
+    pause_s: float = 0.0
+    rule: str | None = None  # the source of a reader's straggler rule (RunConfig.straggler_rule)
+
+    def __post_init__(self) -> None:
+        from edit_lab.hooks import straggler
+
+        self._rule = None if self.rule is None else straggler(self.rule)  # compiled once per rank
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig) -> "StragglerModel":
+        return cls(cfg.seed, tuple(cfg.straggler_replicas), cfg.straggler_factor, cfg.random_pause_prob,
+                   cfg.random_pause_ms / 1e3, cfg.straggler_rule)
+
+    def random_pause(self, step: int, replica: int) -> float:
+        """Seconds of random pause for this replica at this step (0 most of the time)."""
+        if self.pause_prob <= 0 or self.pause_s <= 0:
+            return 0.0
+        gen = torch.Generator().manual_seed(mix_seed(self.seed, replica, step, 0x57A6))
+        return self.pause_s if float(torch.rand((), generator=gen, device=gen.device)) < self.pause_prob else 0.0
+
+    def stretches(self, replica: int) -> bool:
+        """Is this replica a consistent straggler (its pause needs the step's own compute time)?"""
+        return replica in self.slow_replicas and self.factor > 1.0
+
+    def needs_compute(self, replica: int) -> bool:
+        """Does this replica's pause depend on the step's own compute (a consistent straggler, or a rule)?"""
+        return self.stretches(replica) or self._rule is not None
+
+    def own_compute(self, compute_s: float) -> float:
+        """The step's own compute that the pause is computed from (the virtual clock states its calibrated one)."""
+        return compute_s
+
+    def delay(self, step: int, replica: int, compute_s: float) -> tuple[float, str | None]:
+        """(seconds to pause, reason) for this replica after a step whose own compute took `compute_s`."""
+        d, why = 0.0, None
+        if self.stretches(replica):
+            d, why = (self.factor - 1.0) * compute_s, "consistent"
+        extra = self.random_pause(step, replica)
+        if extra > 0:
+            d, why = d + extra, ("random" if why is None else "consistent+random")
+        if self._rule is not None:
+            ruled = self._rule(step, replica, compute_s)
+            if ruled > 0:
+                d, why = d + ruled, ("rule" if why is None else why + "+rule")
+        return d, why
+
+    def pause(self, step: int, replica: int, compute_s: float, log: EventLog) -> float:
+        compute_s = self.own_compute(compute_s)
+        d, why = self.delay(step, replica, compute_s)
+        if d <= 0:
+            return 0.0
+        t0 = log.clock.now()
+        if log.clock.virtual:  # the virtual clock (virtual.py): a pause is time that passes, nothing to spin
+            log.clock.advance(d)
+        else:
+            spin_until(time.perf_counter() + d)
+        log.add("straggle", t0, log.clock.now(), reason=why, planned=d, compute=compute_s)
+        return d
+
+
+def spin_until(deadline: float) -> None:
+    """Busy-wait until `time.perf_counter()` reaches `deadline` (see the module docstring for why not sleep)."""
+    while time.perf_counter() < deadline:
+        pass

@@ -1,0 +1,260 @@
+"""One rank's training: the step loop that calls the method's hooks (edit-method.md §2), and its optimizer.
+
+`Trainer.train_step` is one step (forward with the method's `pre_unit` before each unit, backward, the
+method's `after_backward`, the inner optimizer, `after_optimizer`); `Trainer.run` is the loop, the time
+budget's meetings and the final sync. Kept apart from the process that runs it (`runtime/worker.py`: process
+bootstrap, devices, torchrun), so that the virtual clock (`clock/virtual.py`) and the tests drive the very
+same loop in a thread.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from edit_lab.config import RunConfig
+from edit_lab.core.comm import Comm, LinkModel
+from edit_lab.core.mesh import Mesh
+from edit_lab.core.methods import make_method
+from edit_lab.core.model import build_model
+from edit_lab.core.sharding import ShardedModel
+from edit_lab.records import rundir
+from edit_lab.records.events import Clock, EventLog, own_compute_s
+from edit_lab.records.rundir import ProgressFile, RankRecord
+from edit_lab.train import checkpoint, faults
+from edit_lab.train.data import Corpus, corrupt_batch, load_corpus, mix_seed, train_batch, val_batches
+from edit_lab.train.stragglers import StragglerModel
+
+
+def local_world_size(cfg: RunConfig) -> int:
+    """Ranks on this machine: torchrun says so; our own launcher puts every rank here."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", cfg.world_size))
+
+
+def resolve_backend(cfg: RunConfig, device: torch.device) -> str:
+    """NCCL when every local rank has a GPU of its own; otherwise gloo (on GPUs: through CPU copies)."""
+    if cfg.backend != "auto":
+        return cfg.backend
+    if device.type == "cuda" and torch.cuda.device_count() >= local_world_size(cfg):
+        return "nccl"
+    return "gloo"
+
+
+def make_optimizer(cfg: RunConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """The inner optimizer, on this rank's shards only (elementwise, so sharding does not change it)."""
+    if cfg.inner_optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
+    return torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+class Trainer:
+    """Holds one rank's state and runs the steps; separated from `main` so tests can drive it."""
+
+    def __init__(self, cfg: RunConfig, mesh: Mesh, device: torch.device, clock: Clock,
+                 comm_factory: Callable[[EventLog], Comm] | None = None) -> None:
+        """`comm_factory`: builds the rank's `Comm` from its log instead (the virtual clock's, virtual.py)."""
+        self.cfg, self.mesh, self.device = cfg, mesh, device
+        self.log = EventLog(mesh.rank, mesh.replica, mesh.shard, clock, cuda=device.type == "cuda")
+        link = LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s)
+        stage = device.type == "cuda" and resolve_backend(cfg, device) == "gloo"  # ranks sharing a GPU
+        self.comm = (Comm(mesh, self.log, link, stage_to_cpu=stage, device=device) if comm_factory is None
+                     else comm_factory(self.log))
+        model = build_model(cfg.model, cfg.seed)
+        self.engine = ShardedModel(model, self.comm, device, bf16=cfg.bf16,
+                                    reshard_after_forward=cfg.reshard_after_forward)
+        self.method = make_method(cfg, self.engine)
+        self.optimizer = make_optimizer(cfg, self.engine.shards)
+        self.method.optimizer = self.optimizer
+        self.corpus = Corpus.from_bytes(load_corpus(cfg.data))
+        self.other_corpus: Corpus | None = None
+        self.val = val_batches(self.corpus, cfg.eval_batches, cfg.batch_size, cfg.seq_len, cfg.seed)
+        self.stragglers = StragglerModel.from_config(cfg)
+        self.metrics: list[dict] = []
+        self.start_step = 0
+        self.syncs_done = 0
+        self.train_end_s: float | None = None
+        self._checkpoint_due: int | None = None
+        self.method.on_synced = self.after_sync
+        if cfg.resume:
+            self.restore(Path(cfg.resume))
+
+    # ------------------------------------------------------------------ checkpoints
+    def after_sync(self, next_step: int) -> None:
+        """Every replica holds the agreed model: save a checkpoint every `checkpoint_every` syncs.
+
+        A sync between steps (after the optimizer step of `next_step − 1`) is saved at the end of that
+        step, once its metrics are recorded; nothing changes θ in between. EDiT's sync, inside the
+        forward of `next_step`, is saved at once, before the step's local update moves θ away from a.
+        """
+        self.syncs_done += 1
+        if self.cfg.checkpoint_every and self.syncs_done % self.cfg.checkpoint_every == 0:
+            if next_step == self.log.step + 1:
+                self._checkpoint_due = next_step
+            else:
+                self.save_checkpoint(next_step)
+
+    def save_checkpoint(self, next_step: int) -> None:
+        with self.log.span("checkpoint", next_step=next_step, sync=self.syncs_done):
+            checkpoint.save(Path(self.cfg.out), self.syncs_done, self.mesh.rank, self.mesh.world_size,
+                            self.state_dict(next_step), {"config": self.cfg.to_dict()}, barrier=self.comm.barrier)
+
+    def state_dict(self, next_step: int) -> dict:
+        return {"step": next_step, "rank": self.mesh.rank, "replica": self.mesh.replica,
+                "shards": [p.detach().cpu().clone() for p in self.engine.shards],
+                "optimizer": self.optimizer.state_dict(), "method": self.method.state_dict(),
+                "syncs_done": self.syncs_done, "metrics": list(self.metrics)}
+
+    def restore(self, ckpt: Path) -> None:
+        state, manifest = checkpoint.load(ckpt, self.mesh.rank, self.mesh.shards)
+        with torch.no_grad():
+            for p, v in zip(self.engine.shards, state["shards"]):
+                p.copy_(v.to(p.device))
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.method.load_state_dict(state["method"])
+        self.start_step, self.syncs_done = state["step"], state["syncs_done"]
+        # a new replica (elastic resume) starts its own history; an old one keeps its metrics
+        # (their times belong to the earlier session, so throughput ignores rows marked `carried`)
+        self.metrics = [dict(m, carried=True) for m in state["metrics"]] if state["rank"] == self.mesh.rank else []
+        old_replicas = manifest["config"]["replicas"]
+        self.log.record("resume", step=self.start_step, checkpoint=str(ckpt), from_replicas=old_replicas,
+                        to_replicas=self.mesh.replicas)
+
+    # ------------------------------------------------------------------ data
+    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        cfg, m = self.cfg, self.mesh
+        x, y = train_batch(self.corpus, step, m.replica, m.shard, cfg.batch_size, cfg.seq_len, cfg.seed)
+        if m.replica == cfg.corrupt_replica and step >= cfg.corrupt_from_step:
+            if cfg.corrupt_mode == "corpus" and self.other_corpus is None:
+                self.other_corpus = Corpus.from_bytes(bytes(range(256)) * 4096)
+            gen = torch.Generator().manual_seed(mix_seed(cfg.seed, m.replica, m.shard, step, 7))
+            x, y = corrupt_batch(x, y, cfg.corrupt_mode, gen, self.other_corpus)
+        return x.to(self.device), y.to(self.device)
+
+    # ------------------------------------------------------------------ one step
+    def train_step(self, step: int) -> float:
+        faults.inject(self.cfg, self.mesh.rank, step)
+        cfg, log, clock = self.cfg, self.log, self.log.clock
+        log.step = step
+        t_begin = clock.now()
+        first_event = len(log.events)
+        self.method.begin_step(step)
+        x, y = self.batch(step)
+        loss = self.engine.forward(x, y, hooks=self.method)
+        loss = faults.maybe_poison_loss(cfg, self.mesh.rank, step, loss)
+        faults.check_finite(cfg, self.mesh.rank, step, loss)
+        self.engine.backward(loss)
+        self.method.after_backward(step)
+        if cfg.grad_clip > 0:
+            self.engine.grad_norm_(cfg.grad_clip)
+        with log.span("optimizer"):
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+        self.straggle(step, first_event)
+        if step == cfg.spike_step and self.mesh.replica == cfg.spike_replica:
+            with torch.no_grad():  # a one-off blow-up of this replica (on `spike_units`, or every unit)
+                for unit, p in enumerate(self.engine.shards):
+                    if not cfg.spike_units or unit in cfg.spike_units:
+                        p.mul_(cfg.spike_scale)
+        self.method.after_optimizer(step)
+        value = float(loss.detach())  # waits for the device, so t_end is the step's real end
+        t_end = clock.now()
+        log.resolve()
+        self.metrics.append({"kind": "train", "step": step, "rank": self.mesh.rank, "replica": self.mesh.replica,
+                             "shard": self.mesh.shard, "loss": value, "tokens": x.numel(), "t": t_end,
+                             "dt": t_end - t_begin})
+        if self._checkpoint_due is not None:
+            self.save_checkpoint(self._checkpoint_due)
+            self._checkpoint_due = None
+        return value
+
+    def straggle(self, step: int, first_event: int) -> None:
+        """A straggler's pause: (k − 1) × this step's own compute (its events from `first_event` on), plus
+        random pauses and a reader's rule (given the same compute); collectives and waits are not stretched (stragglers.py)."""
+        compute_s = 0.0
+        if self.stragglers.needs_compute(self.mesh.replica):
+            self.log.resolve()  # on a GPU the compute spans are timed on the device
+            compute_s = own_compute_s(self.log.events[first_event:])
+        self.stragglers.pause(step, self.mesh.replica, compute_s, self.log)
+
+    @torch.no_grad()
+    def evaluate(self, step: int, at_s: float | None = None, final: bool = False) -> float:
+        """Validation loss of the model the replicas agree on (`Method.eval_shards`).
+
+        `at_s`: the scheduled time of a timed validation (`eval_every_s`), recorded so that rows of
+        replicas that were at different steps at that moment are merged by time, not by step.
+        """
+        with self.log.span("eval"):
+            shards = self.method.eval_shards()
+            losses = [float(self.engine.forward(x.to(self.device), y.to(self.device), shards=shards, grad=False))
+                      for x, y in self.val]
+        value = sum(losses) / len(losses)
+        self.log.resolve()
+        row = {"kind": "eval", "step": step, "rank": self.mesh.rank, "replica": self.mesh.replica,
+               "shard": self.mesh.shard, "val_loss": value, "t": self.log.clock.now()}
+        if at_s is not None:
+            row["at_s"] = at_s
+        if final:
+            row["final"] = True
+        self.metrics.append(row)
+        return value
+
+    def rank_record(self) -> RankRecord:
+        """What this rank hands the run directory at the end (rundir.py), as plain data."""
+        return RankRecord(
+            rank=self.mesh.rank, events=self.log.events, records=self.log.records, metrics=self.metrics,
+            memory=rundir.memory_report(self.engine.shards, self.optimizer.state, self.method.extra_state_numel(),
+                                        self.engine.peak_gathered_bytes, cuda=self.device.type == "cuda"),
+            method_info=self.method.summary() if hasattr(self.method, "summary") else {},
+            train_end_s=self.train_end_s)
+
+    def run(self, progress: ProgressFile | None = None) -> None:
+        """Train `steps` steps, or, with a time budget, until the budget is spent (edit-method.md §12).
+
+        With a time budget every replica trains as many steps as its speed allows: at each step start the
+        replica's clock (agreed over its shard group) is compared with the budget, and `Method.stop_here`
+        decides, with the other replicas where the method needs it, whether to stop. `finalize` then ends
+        with one sync every replica takes part in. Timed validations (`eval_every_s`) run at the first step
+        start at or after each multiple of the period.
+        """
+        cfg = self.cfg
+        budget, every_s = cfg.time_budget, cfg.eval_every_s
+        next_eval = every_s if every_s > 0 else math.inf
+        step = self.start_step
+        # region time-budget-stop
+        while True:
+            t = self.method.replica_clock() if (budget or every_s) else 0.0
+            if budget:
+                if self.method.stop_here(step, t >= budget):
+                    break
+            elif step >= cfg.steps:
+                break
+            # endregion time-budget-stop
+            if t >= next_eval:
+                self.evaluate(step, at_s=next_eval)
+                while next_eval <= t:
+                    next_eval += every_s
+            self.train_step(step)
+            step += 1
+            if not budget and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+                self.evaluate(step)
+            if progress is not None:
+                progress.write(int(t) if budget else step, cfg.progress_total()[0])
+        self.log.step = step
+        self.method.finalize(step)
+        self.train_end_s = self.log.clock.now()  # the final sync is done: the end of training
+        self.evaluate(step, final=True)
+
+
+def configure_cpu(threads: int) -> None:
+    """CPU math of a training process: ours, and the oracle processes we are measured against (tests/oracles).
+
+    `threads` per process, because several processes share the cores. Denormals flushed, because they
+    appear as training goes on (tiny gradients, Adam moments) and x86 CPUs compute on them some 100×
+    slower: unflushed, a run's steps got 1.5× slower after a few dozen steps.
+    """
+    torch.set_num_threads(threads)
+    torch.set_flush_denormal(True)
