@@ -25,8 +25,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from edit_lab.core.wire import WIRE_FORMATS
-from edit_lab.registry import METHODS, capabilities
+from edit_lab.registry import METHODS, WIRE_FORMATS, capabilities
 from edit_lab.sizes import SIZES
 
 

@@ -16,6 +16,8 @@ import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from edit_lab.records.events import coords
+
 if TYPE_CHECKING:  # the arithmetic (`coords`) is imported by tables and figures that never start a process
     import torch.distributed as dist
 
@@ -35,7 +37,7 @@ class Mesh:
     @staticmethod
     def coords(rank: int, shards: int) -> tuple[int, int]:
         """(replica, shard) of `rank` in a mesh of `shards` ranks per replica: rank = replica · S + shard."""
-        return divmod(int(rank), int(shards))
+        return coords(rank, shards)
 
     @property
     def replica(self) -> int:

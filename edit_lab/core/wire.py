@@ -31,7 +31,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-WIRE_FORMATS: tuple[str, ...] = ("none", "bf16", "int8", "int4")
+from edit_lab.registry import WIRE_FORMATS  # the choices, torch-free, beside the methods' names
+
 #: Values per float32 scale of the integer formats: 1.6 % overhead on int8's bytes, 3.1 % on int4's.
 BLOCK = 256
 #: The sync-group collectives that carry pseudo-gradients (or, for post_local_sgd, what stands for them).

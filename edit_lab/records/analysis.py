@@ -27,8 +27,7 @@ from typing import Any, Union
 
 import pandas as pd
 
-from edit_lab.core.mesh import Mesh
-from edit_lab.records.events import is_comm, sync_group_bytes
+from edit_lab.records.events import coords, is_comm, sync_group_bytes
 from edit_lab.records.run import Run
 from edit_lab.registry import capabilities
 
@@ -209,7 +208,7 @@ def memory_table(run: RunLike) -> pd.DataFrame:
     rows = []
     for rank, mem in sorted(r.summary.get("memory", {}).items(), key=lambda kv: int(kv[0])):
         rank = int(rank)
-        replica, shard = Mesh.coords(rank, S)
+        replica, shard = coords(rank, S)
         rows.append({"rank": rank, "replica": replica, "shard": shard, **mem})
     return pd.DataFrame(rows)
 
@@ -260,7 +259,7 @@ def replica_table(run: RunLike, from_step: int = 0) -> pd.DataFrame:
     straggle: dict[int, float] = {}
     for e in training:
         if e["kind"] == "straggle":  # mean over the replica's ranks
-            rep = Mesh.coords(e["rank"], cfg.shards)[0]
+            rep = coords(e["rank"], cfg.shards)[0]
             straggle[rep] = straggle.get(rep, 0.0) + (e["t1"] - e["t0"]) / cfg.shards
     rows = []
     for rep in range(cfg.replicas):

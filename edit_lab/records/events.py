@@ -154,6 +154,12 @@ class EventLog:
 
 # ------------------------------------------------------------------------------ what an event is
 #: Groups whose collectives cross replicas: waiting on one is a replica waiting on the others.
+def coords(rank: int, shards: int) -> tuple[int, int]:
+    """(replica, shard) of `rank` in a mesh of `shards` ranks per replica: rank = replica · S + shard. Here, with
+    the records, so that what reads them needs no mesh (`core.mesh.Mesh.coords` is this)."""
+    return divmod(int(rank), int(shards))
+
+
 CROSS_REPLICA_GROUPS = frozenset({"sync", "world"})
 
 

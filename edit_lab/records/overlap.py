@@ -31,8 +31,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from edit_lab.core.mesh import Mesh
-from edit_lab.records.events import is_comm, is_cross_replica
+from edit_lab.records.events import coords, is_comm, is_cross_replica
 
 Interval = tuple[float, float]
 Event = dict[str, Any]
@@ -241,7 +240,7 @@ class Overlap:
         out: dict[int, float] = {}
         cross = [e for e in events if is_cross_replica(e)]
         for rank, tot in self.rank_totals(cross).items():
-            replica = Mesh.coords(rank, shards)[0]
+            replica = coords(rank, shards)[0]
             out[replica] = out.get(replica, 0.0) + tot["exposed_s"] / shards
         return out
 

@@ -36,9 +36,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from edit_lab.core.mesh import Mesh
 from edit_lab.records.analysis import RunLike, StepRange, as_run, event_rows, run_label
-from edit_lab.records.events import is_comm
+from edit_lab.records.events import coords, is_comm
 from edit_lab.records.overlap import LEGEND, Overlap, Split, merge
 from edit_lab.registry import capabilities
 from edit_lab.viz.colors import BLOCKED_OTHER, EXPOSED, ROUND_COLORS, kind_color, kind_label, kind_sort_key, rgba
@@ -180,7 +179,7 @@ def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] 
     r = as_run(run)
     cfg = r.config
     ov = r.overlap
-    all_ranks = [(k, *Mesh.coords(k, cfg.shards)) for k in range(cfg.world_size)]
+    all_ranks = [(k, *coords(k, cfg.shards)) for k in range(cfg.world_size)]
     if ranks is None and essential:
         ranks = [rep * cfg.shards for rep in range(cfg.replicas)]  # one lane per replica: its shard-0 rank
     chosen = None if ranks is None else {int(k) for k in ranks}
@@ -338,8 +337,8 @@ def _essential(r: Any, events: list[dict[str, Any]], lanes: dict[int, float], rn
     bars("straggle", [e for e in events if e["kind"] == "straggle"], "straggler pause (simulated slower compute)",
          dict(color=ROUND_COLORS["straggle"], line=dict(width=0), pattern=dict(shape=".", fgcolor="#FFFFFF")))
     comm_all = [e for e in events if is_comm(e["kind"], e.get("group"))]
-    waiting = [{"rank": rank, "replica": Mesh.coords(rank, r.config.shards)[0],
-                "shard": Mesh.coords(rank, r.config.shards)[1], "step": _step_at(events, rank, a), "unit": None,
+    waiting = [{"rank": rank, "replica": coords(rank, r.config.shards)[0],
+                "shard": coords(rank, r.config.shards)[1], "step": _step_at(events, rank, a), "unit": None,
                 "kind": "wait", "group": None, "t0": a, "t1": b, "data": {"on": "a collective"}}
                for rank, ivs in waiting_intervals(ov, comm_all).items() for a, b in ivs]
     bars("waiting", waiting, "waiting: blocked on a collective (any group)",
@@ -369,7 +368,7 @@ def _decorate(fig: go.Figure, r: Any, lanes: dict[int, float], events: list[dict
     many = len(lanes) > 8
     tickvals, ticktext = [], []
     for rank, y in lanes.items():
-        rep, sh = Mesh.coords(rank, cfg.shards)
+        rep, sh = coords(rank, cfg.shards)
         name = f"<b>replica {rep}</b> (rank {rank})" if essential else f"<b>rank {rank}</b> (replica {rep}, shard {sh})"
         if many:
             tickvals.append(y)
@@ -381,7 +380,7 @@ def _decorate(fig: go.Figure, r: Any, lanes: dict[int, float], events: list[dict
     # shade every other replica so the grouping reads at a glance
     reps: dict[int, list[float]] = {}
     for rank, y in lanes.items():
-        reps.setdefault(Mesh.coords(rank, cfg.shards)[0], []).append(y)
+        reps.setdefault(coords(rank, cfg.shards)[0], []).append(y)
     for i, (rep, ys) in enumerate(sorted(reps.items())):
         fig.add_shape(type="rect", xref="paper", x0=0, x1=1, y0=min(ys) - 0.5, y1=max(ys) + 0.5,
                       fillcolor="#F2F2F2" if i % 2 == 0 else "#FFFFFF", line=dict(width=0), layer="below")
