@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from edit_course.exercises.nb09 import check_fragment_schedule
-from edit_lab.runtime import launch
+from edit_lab import launch
 from tests.distributed.sim_crosscheck import compare
 from tests.helpers import small, solution_function
 from tests.unit.exercise_asserts import not_yet
