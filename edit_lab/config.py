@@ -167,7 +167,7 @@ class RunConfig:
         "the sync group, given the run's real collectives (reduce_scatter: this rank's slice of the mean); sync, "
         "and the warm-up of the local-SGD methods (edit_lab.hooks; None: the built-in all-reduce)", section=S_RUN)
     # --- model and data ---
-    model: str = knob("tiny", "model size (edit_lab.core.model.SIZES)", section=S_DATA, choices=tuple(SIZES))
+    model: str = knob("tiny", "model size (edit_lab.model.SIZES)", section=S_DATA, choices=tuple(SIZES))
     seq_len: int = knob(64, "tokens (bytes) per sequence, at most the model's max_seq_len", section=S_DATA, ge=1)
     batch_size: int = knob(8, "sequences per rank per step (a replica's batch is shards × batch_size)",
                            section=S_DATA, ge=1)
@@ -588,7 +588,7 @@ class RunConfig:
 
     def _check_aedit_schedule(self, bad: Any) -> None:
         """A replayed schedule must be an A-EDiT run's, of as many replicas, with a time budget to replace."""
-        from edit_lab.core.protocol import ScheduleReplay
+        from edit_lab.protocol import ScheduleReplay
 
         if self.method != "aedit":
             bad("aedit_schedule", f"None with method={self.method!r} (only A-EDiT has a timed schedule to replay)")

@@ -601,7 +601,7 @@ def fragment_schedule_of(source: str | None) -> FragmentSchedule:
     """What a streaming run (and its simulated twin) asks which fragment lands when: the reader's rule when one is
     set (`RunConfig.fragment_schedule_rule`), else the library's `schedule.fragment_landing`."""
     if source is None:
-        from edit_lab.core.protocol import fragment_landing
+        from edit_lab.protocol import fragment_landing
 
         return fragment_landing
     return fragment_schedule(source)

@@ -2,8 +2,8 @@
 
 Why a module of its own: `RunConfig.validate` must know the sizes (a model's name, its longest
 sequence, its number of units) to refuse a bad configuration before any process starts, and the
-command line refuses in a fraction of a second only if that path never loads torch. `edit_lab.core.model`
-re-exports everything here, so `from edit_lab.core.model import SIZES` keeps working.
+command line refuses in a fraction of a second only if that path never loads torch. `edit_lab.model`
+re-exports everything here, so `from edit_lab.model import SIZES` keeps working.
 """
 
 from __future__ import annotations

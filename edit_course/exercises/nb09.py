@@ -25,7 +25,7 @@ from edit_course.exercises import (
     short_error,
     show,
 )
-from edit_lab.core.protocol import fragment_landing
+from edit_lab.protocol import fragment_landing
 
 CALL = "fn(step, warmup, interval, fragments) -> the fragment landing at the start of step, or None"
 #: (W, H, P) the reader's function is checked on, steps 0 … 3H + W.

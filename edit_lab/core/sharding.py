@@ -45,8 +45,8 @@ import torch.nn as nn
 from torch.func import functional_call as _functional_call
 
 from edit_lab.core.comm import Comm, Handle
-from edit_lab.core.model import Llama, loss_fn
 from edit_lab.core.penalty import CLIP_EPS
+from edit_lab.model import Llama, loss_fn
 from edit_lab.records.events import EventLog
 
 

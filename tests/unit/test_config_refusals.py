@@ -204,7 +204,7 @@ def _aedit_run_dir(tmp_path: Path, replicas: int = 2) -> Path:
 
 
 def test_a_replayed_aedit_schedule_is_refused_where_it_cannot_apply(tmp_path):
-    from edit_lab.core.protocol import ScheduleReplay
+    from edit_lab.protocol import ScheduleReplay
 
     run = str(_aedit_run_dir(tmp_path))
     ok = dict(method="aedit", shards=1, replicas=2, time_budget=2.0, aedit_schedule=run)

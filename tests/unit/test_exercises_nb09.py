@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from edit_course.exercises.nb09 import check_fragment_schedule
 from edit_lab import RunConfig
-from edit_lab.core.protocol import fragment_landing
+from edit_lab.protocol import fragment_landing
 
 from .exercise_asserts import not_yet
 

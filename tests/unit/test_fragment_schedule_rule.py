@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from edit_lab import ConfigError
-from edit_lab.core.protocol import fragment_landing
 from edit_lab.hooks import RuleError, fragment_schedule, fragment_schedule_of, fragment_schedule_problem
+from edit_lab.protocol import fragment_landing
 from tests.helpers import small
 
 LIBRARY = '''\

@@ -5,8 +5,9 @@ The layers, lowest first (a module may import its own layer and the ones below i
 
 | layer | what | folders |
 |---|---|---|
-| 0 | torch-free facts and the reader's hooks | `edit_lab/{config,registry,sizes,hooks}.py` |
+| 0 | torch-free facts (the knobs, the methods' names, the model shapes, when the replicas talk) and the reader's hooks | `edit_lab/{config,registry,sizes,protocol,hooks}.py` |
 | 1 | the run records | `edit_lab/records/` |
+| 1.5 | the model being trained: a small Llama, cut into sync units | `edit_lab/model.py` |
 | 2 | the core: model, collectives, sharding, the methods, penalty, outer step | `edit_lab/core/` |
 | 3 | one rank's training loop | `edit_lab/train/` |
 | 4 | time without this machine's clock | `edit_lab/clock/` |
@@ -41,14 +42,10 @@ VIZ_MAY_IMPORT = {0, 1, 6}
 ALLOWED: dict[tuple[str, str], str] = {
     # RunConfig.validate refuses a configuration before any process starts, with the check of the layer that
     # owns the rule, imported inside the method (torch stays out of `import edit_lab.config`):
-    ("edit_lab.config", "edit_lab.core"): "the package of the three below",
+    ("edit_lab.config", "edit_lab.core"): "the package of the one below",
     ("edit_lab.config", "edit_lab.core.penalty"): "PenaltyConfig checks the penalty's fields",
-    ("edit_lab.config", "edit_lab.core.protocol"): "ScheduleReplay checks a replayed sync schedule",
     ("edit_lab.config", "edit_lab.train"): "the package of the one below",
     ("edit_lab.config", "edit_lab.train.data"): "check_corpus_file checks a corpus file before launch",
-    ("edit_lab.hooks", "edit_lab.core"): "the package of the one below",
-    ("edit_lab.hooks", "edit_lab.core.protocol"): "a reader's fragment schedule is probed against the library's "
-    "(fragment_landing) before launch",
     ("edit_lab.viz.preview", "edit_lab.clock"): "the package of the two below",
     ("edit_lab.viz.preview", "edit_lab.clock.sim"): "the package of the one below",
     ("edit_lab.viz.preview", "edit_lab.clock.sim.predict"): "the preview figure draws the simulator's Prediction, "
@@ -56,13 +53,15 @@ ALLOWED: dict[tuple[str, str], str] = {
 }
 
 
-def layer(module: str) -> int | str:
+def layer(module: str) -> float | str:
     """The layer of a module of edit_lab or edit_course (ENTRY for the entry points)."""
     parts = module.split(".")
     if parts[0] == "edit_course":
         return 8
     if module == "edit_lab":  # the public API (RunConfig, launch, Run): the processes' layer
         return 5
+    if module == "edit_lab.model":
+        return 1.5
     if len(parts) == 1 or parts[1] in ("__main__", "tools"):
         return ENTRY
     return FOLDERS.get(parts[1], 0)

@@ -111,7 +111,7 @@ def test_importing_the_config_or_the_run_directory_does_not_import_torch():
     import subprocess
 
     code = ("import sys, edit_lab, edit_lab.config, edit_lab.core.penalty, edit_lab.records.rundir, edit_lab.records.run, edit_lab.core.mesh, "
-            "edit_lab.registry, edit_lab.core.protocol; "
+            "edit_lab.registry, edit_lab.protocol; "
             "assert 'torch' not in sys.modules, 'torch was imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

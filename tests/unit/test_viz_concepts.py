@@ -18,8 +18,8 @@ from edit_course.figures.concepts import (
 from edit_course.figures.sweeps import tau_sweep_figure
 from edit_lab.core.mesh import Mesh
 from edit_lab.core.methods.local_sgd import in_warmup, is_anchor_step, is_sync_step
-from edit_lab.core.model import build_model, get_size
 from edit_lab.core.sharding import UnitLayout
+from edit_lab.model import build_model, get_size
 
 
 def test_sync_straggler_figure_blocks_the_healthy_replica():

@@ -15,7 +15,7 @@ import torch
 from edit_lab.config import ConfigError, RunConfig
 from edit_lab.core import wire
 from edit_lab.core.outer import OuterState
-from edit_lab.core.protocol import fragment_landing, fragment_units, is_sync_step
+from edit_lab.protocol import fragment_landing, fragment_units, is_sync_step
 
 
 @pytest.mark.parametrize("fmt", wire.WIRE_FORMATS)

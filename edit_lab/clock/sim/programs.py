@@ -36,7 +36,9 @@ from typing import Any
 from edit_lab.clock.costs import Costs
 from edit_lab.clock.sim.engine import Handle, Issue, Local, Now, Row, Step, Wait, Work
 from edit_lab.config import RunConfig
-from edit_lab.core.protocol import (
+from edit_lab.core.wire import collective_bytes, padded
+from edit_lab.hooks import fragment_schedule_of
+from edit_lab.protocol import (
     DECISION_FIELDS,
     MEETING_FIELDS,
     decide_sync,
@@ -45,8 +47,6 @@ from edit_lab.core.protocol import (
     is_anchor_step,
     is_sync_step,
 )
-from edit_lab.core.wire import collective_bytes, padded
-from edit_lab.hooks import fragment_schedule_of
 
 Gen = Generator[Any, Any, Any]
 F64 = 8  # bytes of one float64 value in the small exchanges

@@ -50,7 +50,7 @@ from typing import Any
 import torch
 
 from edit_lab.core.methods.edit import EDiTMethod
-from edit_lab.core.protocol import MEETING_FIELDS, ScheduleReplay, decide_sync
+from edit_lab.protocol import MEETING_FIELDS, ScheduleReplay, decide_sync
 
 
 class SyncTimer:

@@ -47,8 +47,8 @@ from edit_lab.core.penalty import (
     softmax_weights,
     step_scaled_norms,
 )
-from edit_lab.core.protocol import COLUMN, DECISION_FIELDS, Decision, is_sync_step
 from edit_lab.core.sharding import squared_norm
+from edit_lab.protocol import COLUMN, DECISION_FIELDS, Decision, is_sync_step
 
 
 def _finite(x: float) -> float | None:

@@ -1,6 +1,6 @@
 """The Local-SGD family's shared loop, and two baselines: Post Local SGD and DiLoCo.
 
-Schedule (edit-method.md §3, tested step by step in `edit_lab/core/protocol.py`), with W warm-up steps and
+Schedule (edit-method.md §3, tested step by step in `edit_lab/protocol.py`), with W warm-up steps and
 sync interval τ:
 - steps 0 … W−1 are synchronous: gradients are all-reduced across replicas, as in `sync`;
 - at the start of step W the anchors are created (a = θ, identical everywhere): nothing changes;
@@ -20,8 +20,8 @@ import torch
 
 from edit_lab.core.methods.base import Method
 from edit_lab.core.outer import OuterState
-from edit_lab.core.protocol import in_warmup, is_anchor_step, is_sync_step
 from edit_lab.core.wire import pack, unpack
+from edit_lab.protocol import in_warmup, is_anchor_step, is_sync_step
 
 
 def crc(t: torch.Tensor) -> int:

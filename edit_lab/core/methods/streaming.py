@@ -36,9 +36,9 @@ import torch
 
 from edit_lab.core.comm import Handle
 from edit_lab.core.methods.local_sgd import LocalSGDMethod
-from edit_lab.core.protocol import fragment_units
 from edit_lab.core.wire import pack, unpack
 from edit_lab.hooks import RuleError, fragment_schedule_of
+from edit_lab.protocol import fragment_units
 
 
 @dataclass
