@@ -1,12 +1,29 @@
 """edit_lab: an interactive teaching lab for EDiT and A-EDiT (Cheng et al., ICLR 2025).
 
-    from edit_lab import RunConfig
-    from edit_lab import launch
+    from edit_lab import RunConfig, launch
     run = launch(RunConfig(method="edit", shards=2, replicas=2, steps=60))
     run.summary["final_val_loss"]
 
-None of the modules below imports torch at import time (the launcher loads it once a configuration
-is accepted), so a worker process or `import edit_lab.core.penalty` stays light. `launch` is imported
+One folder per layer, each importing only the ones below it (tests/unit/test_layers.py):
+
+    config.py registry.py sizes.py protocol.py hooks.py   L0 torch-free facts, and a reader's functions
+    records/                                              L1 the run directory: events, summary, tables
+    model.py                                                 the network being trained, cut into sync units
+    core/                                                 L2 ★ EDiT: mesh, collectives, ZeRO-3, methods, outer step, penalty
+    train/                                                L3 one rank's step loop, data, stragglers, faults, checkpoints
+    clock/                                                L4 the virtual clock, costs, the preview's simulator
+    runtime/                                              L5 processes: launch, fork server, worker (torchrun)
+    viz/  ui/                                             L6, L7 figures of records; the widgets
+    __main__.py tools/                                       entry points (the CLI, make_examples)
+
+The course (claims, exercises, per-notebook helpers, the capstone) is the package `edit_course` beside this
+one: it imports `edit_lab`, never the other way round.
+
+Why L0 is five small modules: `RunConfig.validate` refuses a bad configuration in a fraction of a second,
+before any process starts, only if nothing on its path imports torch. So the facts it needs (the methods'
+names and capabilities, the model shapes, when the replicas sync, a reader's rule) sit in torch-free modules,
+and no module imports torch at import time (the launcher loads it once a configuration is accepted), so a
+worker process or `import edit_lab.core.penalty` stays light. `launch` is imported
 eagerly, not lazily: the package attribute `launch` is also the name of the submodule
 `edit_lab.runtime.launch`, and Python binds a submodule to its package's attribute when it is first
 imported, so a lazily bound function would be replaced by the module whenever `edit_lab.runtime.launch`

@@ -1,9 +1,7 @@
 """Model sizes: the shape of each Llama the lab can build, without importing torch.
 
-Why a module of its own: `RunConfig.validate` must know the sizes (a model's name, its longest
-sequence, its number of units) to refuse a bad configuration before any process starts, and the
-command line refuses in a fraction of a second only if that path never loads torch. `edit_lab.model`
-re-exports everything here, so `from edit_lab.model import SIZES` keeps working.
+Torch-free, for `RunConfig.validate` (why: edit_lab/__init__.py). `edit_lab.model` re-exports everything
+here, so `from edit_lab.model import SIZES` keeps working.
 """
 
 from __future__ import annotations

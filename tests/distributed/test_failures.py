@@ -150,8 +150,7 @@ def test_nan_loss_stops_sync_with_clear_message(out):
 # ------------------------------------------------------------------------------------ the launcher itself
 _SCRIPT = """
 import sys
-from edit_lab import RunConfig
-from edit_lab import launch
+from edit_lab import RunConfig, launch
 launch(RunConfig(model="nano", shards=1, replicas=2, seq_len=32, batch_size=4, steps=100000, eval_every=0,
                  eval_batches=2, progress=False, out=sys.argv[1]))
 """
