@@ -104,7 +104,7 @@ lab: $(STAMP) ## start JupyterLab on notebooks/ (on 127.0.0.1, port LAB_PORT=888
 	@echo "JupyterLab: http://127.0.0.1:$(LAB_PORT)/lab  (the link with its token is printed below; Ctrl-C stops it)"
 	$(VENV)/bin/jupyter lab --ip 127.0.0.1 --port $(LAB_PORT) --ServerApp.root_dir=notebooks $(LAB_BROWSER)
 
-demo: $(STAMP) ## a short EDiT run from the command line
+demo: $(STAMP) ## a short real comparison of the methods from the command line, printed as a table
 	$(PY) -m edit_lab demo
 
 # Three pytest workers (pytest-xdist) on 2 cores, each running whole test files, the longest first
@@ -120,7 +120,7 @@ test: $(STAMP) ## the whole test suite
 test-fast: $(STAMP) ## unit tests only
 	$(PY) -m pytest $(XDIST) tests/unit
 
-test-ui: $(STAMP) ## the browser tests alone: every notebook (00-08) through JupyterLab, the panels, readability (need chromium)
+test-ui: $(STAMP) ## the browser tests alone: every notebook (00-09) through JupyterLab, the panels, readability (need chromium)
 	$(PY) -m pytest $(XDIST) tests/ui
 
 solutions: $(STAMP) ## every notebook with its answers filled in, run small: every check must pass

@@ -105,7 +105,7 @@ def paired(rows: list[dict[str, Any]], against: list[dict[str, Any]]) -> str:
 
 
 def render(results: list[dict[str, Any]]) -> list[str]:
-    """The README table from the runs of one or several result files (each row: a mesh, straggler, method
+    """The benchmarks page's table from the runs of one or several result files (each row: a mesh, straggler, method
     and `variant`, over its seeds; paired differences against EDiT and sync of the same mesh and straggler)."""
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for r in results:

@@ -214,7 +214,7 @@ def measure(env_extra: dict[str, str], period_s: float, run_timeout_s: float) ->
 
 
 def table(results: list[dict[str, Any]]) -> list[str]:
-    """The README's table: one row per result file (the current state first)."""
+    """docs/benchmarks.md's table: one row per result file (the current state first)."""
     out = ["| measured | lab run (shards × replicas, method) | peak PSS, whole session | of which workers | "
            "kernel | server | peak RSS summed | margin to 2 GB |",
            "|---|---|---:|---:|---:|---:|---:|---:|"]
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", default="binder_memory.json", help="result file (a bare name: benchmarks/results/)")
-    ap.add_argument("--label", default="lab defaults", help="the row's name in the README table")
+    ap.add_argument("--label", default="lab defaults", help="the row's name in the docs/benchmarks.md table")
     ap.add_argument("--limit-mb", type=float, default=2048.0, help="Binder's memory limit")
     ap.add_argument("--period-s", type=float, default=0.2, help="sampling period")
     ap.add_argument("--timeout-s", type=float, default=600.0, help="the longest a kernel phase may take")

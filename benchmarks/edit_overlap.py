@@ -22,7 +22,7 @@ cost: ~1–3 ms per unit here) is set by the parameters, while the forward compu
 calibrated link, grows with the tokens; at the lab's default 512 tokens per rank that work is as
 large as a unit's forward, and with 4 processes on 2 cores the "background" transfer takes its CPU
 from the compute it should hide under. `--model tiny --mesh 2x2 --seq-len 64 --batch-size 8` shows
-that regime (see the README).
+that regime (see docs/benchmarks.md).
 
 Part 2: validation loss after the same number of tokens for sync, post_local_sgd, diloco and edit,
 on the tiny model over 2 × 2 ranks (no simulated link: this is about what the methods learn).

@@ -341,7 +341,7 @@ def _short(name: str) -> str:
 
 
 def table(results: Sequence[dict[str, Any]]) -> str:
-    """The markdown table of the README (one row per setting)."""
+    """The markdown table of docs/benchmarks.md (one row per setting)."""
     configs = list(results[0]["healthy_flags_by_config"])
     head = ("| detector | healthy flags | " + " | ".join(_short(c) for c in configs) +
             " | judged | spike caught | bad data caught first | rise caught (max / median) | ×1.5 shift lost |")

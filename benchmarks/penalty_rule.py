@@ -39,7 +39,7 @@ Decision D11 of docs/edit-method.md, by measurement, in three stages:
     python benchmarks/penalty_rule.py --verify             # stages 2 and 3
 
 The series go to benchmarks/results/penalty_rule_series.json, the table and the real runs to
-benchmarks/results/penalty_rule.json (rendered into the README by benchmarks/render.py).
+benchmarks/results/penalty_rule.json (rendered into docs/benchmarks.md by benchmarks/render.py).
 """
 
 from __future__ import annotations
@@ -441,7 +441,7 @@ def _pct(a: float) -> str:
 
 
 def table_lines(data: dict[str, Any]) -> list[str]:
-    """The README's and the method page's table: the reference rows, the chosen one and its neighbours."""
+    """docs/benchmarks.md's and the method page's table: the reference rows, the chosen one and its neighbours."""
     head = ("| rule | seeds | healthy replica-syncs flagged | at the closing sync | bad replica left out "
             "(from onset + 1) | at the closing sync | spike caught | shared ×2 rise: flags |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]

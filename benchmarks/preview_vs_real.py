@@ -18,7 +18,7 @@ the EDiT run calibrates, all three are predicted.
 
     python benchmarks/preview_vs_real.py [--budget 4] [--json preview_vs_real.json]
     python benchmarks/preview_vs_real.py --reuse       # predict again from the runs of the last measurement
-    python benchmarks/preview_vs_real.py --render      # the README table from the results file
+    python benchmarks/preview_vs_real.py --render      # the docs/benchmarks.md table from the results file
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=4.0, help="seconds of training per run")
     ap.add_argument("--out", default="runs/preview_vs_real", help="where the real runs go")
     ap.add_argument("--json", default="preview_vs_real.json", help="results file (a bare name: benchmarks/results/)")
-    ap.add_argument("--render", action="store_true", help="print the README table from the results file and stop")
+    ap.add_argument("--render", action="store_true", help="print the docs/benchmarks.md table from the results file and stop")
     ap.add_argument("--reuse", action="store_true", help="predict again from the runs already under --out (a "
                                                          "changed simulator, the same measurements)")
     args = ap.parse_args(argv)
@@ -175,7 +175,7 @@ def render(res: dict[str, Any]) -> str:
 
 
 def table_lines(res: dict[str, Any]) -> list[str]:
-    """The README table (benchmarks/render.py renders it under its marker): predicted against measured."""
+    """The benchmarks page's table (benchmarks/render.py renders it under its marker): predicted against measured."""
     lines = ["| configuration | tokens/s predicted | measured | error | waiting (s) predicted | measured "
              "| within target |", "|---|---:|---:|---:|---:|---:|:---:|"]
     for r in res["rows"]:

@@ -5,7 +5,7 @@ Every benchmark writes one JSON file under `benchmarks/results/` through `write_
 line, the git commit and whether the tree had uncommitted changes, the torch and Python versions, the
 CPU count, the platform, the date, and the load average before and after (a busy machine explains a
 noisy timing). No host name and no filesystem path is recorded: a result file is committed with the code.
-`benchmarks/render.py` turns these files into the README's tables.
+`benchmarks/render.py` turns these files into the tables of docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def portable_arg(arg: str) -> str:
 
 
 def command_line(script: str, argv: list[str]) -> str:
-    """`python benchmarks/<script> <args>` as typed, the way the README quotes it."""
+    """`python benchmarks/<script> <args>` as typed, the way docs/benchmarks.md quotes it."""
     return " ".join(["python", f"benchmarks/{Path(script).name}", *(shlex.quote(portable_arg(a)) for a in argv)])
 
 

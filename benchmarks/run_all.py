@@ -1,4 +1,4 @@
-"""`make bench`: every CPU benchmark of the README, one after the other (about 75 minutes on 2 cores).
+"""`make bench`: every CPU benchmark of docs/benchmarks.md, one after the other (about 75 minutes on 2 cores).
 
 Each script writes its result file under benchmarks/results/; `python benchmarks/render.py` prints the
 README's tables from them. The GPU benchmark (`benchmarks/gpu.py`) is separate: it needs a machine with

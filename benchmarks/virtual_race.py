@@ -102,7 +102,7 @@ def paired(rows: list[dict], a: str, b: str) -> dict:
 
 
 def table_lines(data: dict) -> list[str]:
-    """The README table: per method, val loss mean and spread over the seeds, tokens, steps of a fast and a slow replica."""
+    """The benchmarks page's table: per method, val loss mean and spread over the seeds, tokens, steps of a fast and a slow replica."""
     rows = data["runs"]
     out = ["| method | seeds | val loss mean | spread (max − min) | tokens (mean) | steps fast / slow replica |",
            "|---|---:|---:|---:|---:|---|"]

@@ -88,7 +88,7 @@ def _declared_dependencies() -> set[str]:
     proj = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     reqs = list(proj["dependencies"]) + [r for extra in proj["optional-dependencies"].values() for r in extra]
     names = {r.split("[")[0].split(">")[0].split("<")[0].split("=")[0].split(";")[0].strip().lower() for r in reqs}
-    return names | {"edit_lab"}
+    return names | {"edit_lab", "edit_course"}  # the two packages pyproject.toml installs
 
 
 IMPORT_NAMES = {"ipywidgets": "ipywidgets", "plotly": "plotly", "torch": "torch", "pandas": "pandas",
@@ -111,7 +111,7 @@ def test_imports_are_declared(nb):
                 if top in stdlib:
                     continue
                 assert IMPORT_NAMES.get(top, top).lower().replace("_", "-") in {d.replace("_", "-") for d in declared}, \
-                    f"{nb.name} imports {m}, which is neither edit_lab nor a declared dependency"
+                    f"{nb.name} imports {m}, which is neither edit_lab, edit_course nor a declared dependency"
 
 
 def capstone_diagnoses() -> dict[str, list]:

@@ -3,7 +3,7 @@
 The three shipped runs (sync, EDiT and A-EDiT with a 2× straggler, real runs recorded on a quiet
 2-core machine) are files, so predicting them from the EDiT run's calibration gives the same numbers
 on every machine, busy or idle: `benchmarks/preview_vs_real.py`'s `example_rows`, the last three rows
-of the README's "Previews against real runs". The tolerances below are the simulator's accuracy on
+of docs/benchmarks.md's "Previews against real runs". The tolerances below are the simulator's accuracy on
 these runs, with a margin, not a target: a change to the simulator or to calibration that moves a
 prediction by more shows here. The comparison with runs made on this machine (every method, 15 %
 tokens/s, 25 % waiting) is the benchmark's; it needs an idle machine, and it takes minutes.
@@ -65,7 +65,7 @@ def test_the_prediction_of_a_shipped_run_is_as_accurate_as_measured(rows, method
 
 
 def test_the_readme_verdicts_of_the_shipped_rows(rows):
-    """The README table's last column for these rows (the benchmark's targets: tokens/s within 15 %,
+    """The benchmarks page's table's last column for these rows (the benchmark's targets: tokens/s within 15 %,
     waiting within 25 %): sync within the waiting one only, EDiT within the tokens/s one only, A-EDiT
     within neither, for the reasons above."""
     verdicts = {m: (r["tokens_ok"], r["sync_wait_ok"]) for m, r in rows.items()}
