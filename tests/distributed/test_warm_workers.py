@@ -13,7 +13,8 @@ import os
 import pytest
 import torch
 
-from edit_lab.runtime import forkserver, launch
+from edit_lab import launch
+from edit_lab.runtime import forkserver
 from tests.helpers import small
 
 pytestmark = pytest.mark.slow
