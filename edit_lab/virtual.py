@@ -406,6 +406,8 @@ class RankBackend:
     def _arrive(self, op: str, group: str, inp: Any, out: Any, nbytes: int) -> VirtualWork:
         gkey, members = self._group(group)
         kind = self.comm._kind  # set by VirtualComm right before the call
+        if self.comm._declared is not None:  # time-only mode: the real model's bytes, not the stand-in's
+            nbytes = self.comm._declared
         return VirtualWork(self.fabric, self.mesh.rank,
                            self.fabric.arrive(self.mesh.rank, gkey, members, op, kind, nbytes, inp, out))
 
@@ -438,10 +440,29 @@ def virtual_comm_class() -> type:
         class VirtualComm(Comm):
             """A `Comm` whose collectives run on the fabric; the link model is applied there, per group."""
 
-            def __init__(self, mesh: Any, log: Any, fabric: Fabric) -> None:
+            def __init__(self, mesh: Any, log: Any, fabric: Fabric, declared: Any = None) -> None:
+                """`declared`: time-only mode's `time_only.DeclaredSizes` (None: the tensors' own bytes)."""
                 super().__init__(mesh, log, LinkModel(), device="cpu")
                 self.backend = RankBackend(fabric, mesh, self)
                 self._kind = ""
+                self.declared = declared
+                self._declared: int | None = None  # the bytes of the collective being issued (time-only mode)
+
+            def _declare(self, kind: str, group: str, unit: int | None, t: Any, call: Any) -> Any:
+                """Run `call` with the collective's declared bytes set (time-only mode; the outermost call only:
+                a compressed all-reduce issues its own all-gather or all-reduce of the encoded tensor)."""
+                if self.declared is None or self._declared is not None:
+                    return call()
+                self._declared = self.declared.nbytes(kind, group, unit, t, self.wire)
+                try:
+                    return call()
+                finally:
+                    self._declared = None
+
+            def _issue(self, work: Any, kind: str, group: str, unit: int | None, nbytes: int, *args: Any) -> Any:
+                if self._declared is not None:
+                    nbytes = self._declared
+                return super()._issue(work, kind, group, unit, nbytes, *args)
 
             def group(self, name: str) -> Any:
                 if name not in ("shard", "sync", "world"):
@@ -450,15 +471,18 @@ def virtual_comm_class() -> type:
 
             def all_gather(self, out: Any, inp: Any, group: str, kind: str = "all_gather", **kw: Any) -> Any:
                 self._kind = kind
-                return super().all_gather(out, inp, group, kind, **kw)
+                return self._declare(kind, group, kw.get("unit"), out,
+                                     lambda: super(VirtualComm, self).all_gather(out, inp, group, kind, **kw))
 
             def reduce_scatter(self, out: Any, inp: Any, group: str, kind: str = "reduce_scatter", **kw: Any) -> Any:
                 self._kind = kind
-                return super().reduce_scatter(out, inp, group, kind, **kw)
+                return self._declare(kind, group, kw.get("unit"), inp,
+                                     lambda: super(VirtualComm, self).reduce_scatter(out, inp, group, kind, **kw))
 
             def all_reduce(self, t: Any, group: str, kind: str = "all_reduce", **kw: Any) -> Any:
                 self._kind = kind
-                return super().all_reduce(t, group, kind, **kw)
+                return self._declare(kind, group, kw.get("unit"), t,
+                                     lambda: super(VirtualComm, self).all_reduce(t, group, kind, **kw))
 
             def _finish(self, h: Any) -> float:
                 done = h.work.wait()
@@ -507,10 +531,12 @@ class _BarProgress(ProgressFile):
             self.bar.update(step - self.bar.n)
 
 
-def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
+def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError, costs: Any = None) -> Any:
     """Run the accepted configuration `cfg` on the virtual clock into the claimed directory `out`; the `Run`.
 
-    A failed rank raises `error(rank, traceback, out)` (`launch.WorkerError`, which `launch` passes in)."""
+    A failed rank raises `error(rank, traceback, out)` (`launch.WorkerError`, which `launch` passes in).
+    `costs`: the `Costs` to run on, already checked against cfg (the preview's); None: `costs_for(cfg)`.
+    With `virtual_compute="charged"` every rank trains a stand-in of the model (edit_lab/time_only.py)."""
     import torch
 
     from . import rundir
@@ -519,7 +545,12 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
     from .rundir import RunWriter
     from .worker import Trainer
 
-    costs = costs_for(cfg)
+    costs = costs_for(cfg) if costs is None else costs
+    declared = None
+    if cfg.virtual_compute == "charged":  # time only: the same Trainer on a stand-in model that only charges
+        from .time_only import ChargedTrainer, DeclaredSizes
+
+        Trainer, declared = ChargedTrainer, DeclaredSizes(cfg)  # noqa: N806
     groups = configured_sync_groups(cfg)  # a sync_group_rule's groups (None: the mesh's own)
     (out / rundir.CONFIG).write_text(cfg.to_json())
     fabric = Fabric(cfg, CostModel(costs))
@@ -530,7 +561,7 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
     def body(rank: int) -> None:
         mesh = Mesh(rank, cfg.world_size, cfg.shards, cfg.replicas, None, None, members_of(rank, groups))
         trainer = Trainer(cfg, mesh, torch.device("cpu"), fabric.clocks[rank],
-                          comm_factory=lambda log: VirtualComm(mesh, log, fabric))
+                          comm_factory=lambda log: VirtualComm(mesh, log, fabric, declared))
         trainer.stragglers = costed_stragglers(cfg, costs)
         try:
             trainer.run(progress if rank == 0 else None)
