@@ -531,28 +531,25 @@ class _BarProgress(ProgressFile):
             self.bar.update(step - self.bar.n)
 
 
-def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError, costs: Any = None) -> Any:
-    """Run the accepted configuration `cfg` on the virtual clock into the claimed directory `out`; the `Run`.
+def train_ranks(cfg: RunConfig, costs: Any, progress: ProgressFile | None = None,
+                out: Path | None = None) -> tuple[list[Any], dict[str, Any], tuple[int, str] | None]:
+    """Train every rank of `cfg` on the virtual clock with `costs`: (rank records, rank 0's full state, failure).
 
-    A failed rank raises `error(rank, traceback, out)` (`launch.WorkerError`, which `launch` passes in).
-    `costs`: the `Costs` to run on, already checked against cfg (the preview's); None: `costs_for(cfg)`.
-    With `virtual_compute="charged"` every rank trains a stand-in of the model (edit_lab/time_only.py)."""
+    `failure` is (rank, traceback) of the rank that failed (-1: interrupted), else None, and then the records
+    are incomplete. `progress`: rank 0's progress file; `out`: where a failed rank writes its events (None:
+    nowhere, as for the preview, which keeps everything in memory: `time_only.predict`)."""
     import torch
 
     from . import rundir
     from .mesh import Mesh, configured_sync_groups, members_of
-    from .run import Run
-    from .rundir import RunWriter
     from .worker import Trainer
 
-    costs = costs_for(cfg) if costs is None else costs
     declared = None
     if cfg.virtual_compute == "charged":  # time only: the same Trainer on a stand-in model that only charges
         from .time_only import ChargedTrainer, DeclaredSizes
 
         Trainer, declared = ChargedTrainer, DeclaredSizes(cfg)  # noqa: N806
     groups = configured_sync_groups(cfg)  # a sync_group_rule's groups (None: the mesh's own)
-    (out / rundir.CONFIG).write_text(cfg.to_json())
     fabric = Fabric(cfg, CostModel(costs))
     records: dict[int, Any] = {}
     state: dict[str, Any] = {}
@@ -570,21 +567,13 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError, costs: An
                 state.update(full)
             records[rank] = trainer.rank_record()
         except BaseException:
-            trainer.log.write(out / rundir.events_file(rank))
+            if out is not None:
+                trainer.log.write(out / rundir.events_file(rank))
             raise
 
-    bar = None
-    if cfg.progress:  # no launcher loop polls the progress file here: rank 0 moves the bar as it writes it
-        from tqdm.auto import tqdm
-
-        total, unit = cfg.progress_total()
-        bar = tqdm(total=total, desc=f"{cfg.method} {cfg.shards}×{cfg.replicas} (virtual clock)", unit=unit,
-                   leave=False)
-    progress = _BarProgress(out / rundir.PROGRESS, bar)
     threads_before = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     torch.set_flush_denormal(True)  # as every worker process does (worker.configure_cpu)
-    start_unix = time.time()
     threads = [threading.Thread(target=fabric.rank_main, args=(r, body), name=f"edit_lab-virtual-rank{r}", daemon=True)
                for r in range(cfg.world_size)]
     try:
@@ -601,15 +590,42 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError, costs: An
         raise
     finally:
         torch.set_num_threads(threads_before)
+    return [records[r] for r in sorted(records)], state, fabric.failure
+
+
+def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError, costs: Any = None) -> Any:
+    """Run the accepted configuration `cfg` on the virtual clock into the claimed directory `out`; the `Run`.
+
+    A failed rank raises `error(rank, traceback, out)` (`launch.WorkerError`, which `launch` passes in).
+    `costs`: the `Costs` to run on, already checked against cfg; None: `costs_for(cfg)`.
+    With `virtual_compute="charged"` every rank trains a stand-in of the model (edit_lab/time_only.py)."""
+    from . import rundir
+    from .run import Run
+    from .rundir import RunWriter
+
+    costs = costs_for(cfg) if costs is None else costs
+    (out / rundir.CONFIG).write_text(cfg.to_json())
+    bar = None
+    if cfg.progress:  # no launcher loop polls the progress file here: rank 0 moves the bar as it writes it
+        from tqdm.auto import tqdm
+
+        total, unit = cfg.progress_total()
+        bar = tqdm(total=total, desc=f"{cfg.method} {cfg.shards}×{cfg.replicas} (virtual clock)", unit=unit,
+                   leave=False)
+    progress = _BarProgress(out / rundir.PROGRESS, bar)
+    start_unix = time.time()
+    failure: tuple[int, str] | None = (-1, "interrupted")
+    try:
+        records, state, failure = train_ranks(cfg, costs, progress, out)
+    finally:
         if bar is not None:
-            if fabric.failure is None:  # full when the run succeeded, as the launcher's (launch.close_bar)
+            if failure is None:  # full when the run succeeded, as the launcher's (launch.close_bar)
                 bar.update(bar.total - bar.n)
             bar.close()
-    if fabric.failure is not None:
-        rank, tb = fabric.failure
+    if failure is not None:
+        rank, tb = failure
         if rank >= 0:
             (out / rundir.error_file(rank)).write_text(tb)
         raise error(rank, tb, out)
-    RunWriter(out, cfg, start_unix, clock_costs=costs.source).write_all([records[r] for r in range(cfg.world_size)],
-                                                                      state)
+    RunWriter(out, cfg, start_unix, clock_costs=costs.source).write_all(records, state)
     return Run(out)
