@@ -37,7 +37,7 @@ CASES: dict[str, dict[str, Any]] = {
     "edit-noprefetch-2x2-pauses-no-reshard": dict(method="edit", shards=2, prefetch=False,
                                                   reshard_after_forward=False, **PAUSES),
     "aedit-2x2-budget-straggler-slow-link": dict(method="aedit", shards=2, time_budget=0.4, sync_period=0.08,
-                                                 min_sync_steps=3, eval_every_s=0.15, **STRAGGLER, **SLOW_LINK),
+                                                 min_sync_steps=5, eval_every_s=0.15, **STRAGGLER, **SLOW_LINK),
     "edit-1x2-budget-straggler": dict(method="edit", shards=1, time_budget=0.4, sync_interval=4, **STRAGGLER),
     "co2-2x2-int4-feedback-pauses": dict(method="co2", shards=2, sync_interval=2, wire_format="int4",
                                          error_feedback=True, eval_every=4, **PAUSES),
@@ -99,7 +99,7 @@ def test_the_timeline_is_the_virtual_clocks(pair, case):
     if real.config.method == "aedit":  # the meetings, their step counts and N_min's decisions, one by one
         assert real.summary["method_info"]["meetings"] == charged.summary["method_info"]["meetings"]
         assert any(m["synced"] for m in charged.summary["method_info"]["meetings"])
-        assert any(not m["synced"] for m in charged.summary["method_info"]["meetings"])  # N_min = 3 said no once
+        assert any(not m["synced"] for m in charged.summary["method_info"]["meetings"])  # N_min = 5 said no once
 
 
 def test_the_simulator_agrees_with_a_time_only_run(tmp_path, costs_files):
@@ -107,8 +107,8 @@ def test_the_simulator_agrees_with_a_time_only_run(tmp_path, costs_files):
     per rank and the same timeline, to float rounding (A-EDiT with a budget, a straggler and a slow link)."""
     from edit_lab.sim.crosscheck import compare, steps_per_replica
 
-    run = launch(small(clock="virtual", virtual_compute="charged", out=str(tmp_path / "run"), replicas=2, shards=2,
-                       warmup_steps=2, clock_costs=costs_files[2], **CASES["aedit-2x2-budget-straggler-slow-link"]))
+    run = launch(small(clock="virtual", virtual_compute="charged", out=str(tmp_path / "run"), replicas=2, warmup_steps=2,
+                       clock_costs=costs_files[2], **CASES["aedit-2x2-budget-straggler-slow-link"]))
     check = compare(run)
     assert check.same_collectives, check.first_difference()
     assert steps_per_replica(run, check.prediction)[0] == steps_per_replica(run, check.prediction)[1]
@@ -135,7 +135,7 @@ def test_the_preview_from_a_time_only_run_is_the_simulators(costs_files):
 
 def test_no_model_no_corpus_no_tensor_of_model_size(tmp_path, costs_files, monkeypatch):
     """A charged run builds no model and reads no corpus; its stand-in holds 2^U − 1 values per rank (7 for nano's
-    3 units, against 20,624 in a real rank's shards), × 256 in an integer wire format."""
+    3 units, against 20,816 in a real rank's shards), × 256 in an integer wire format."""
     from edit_lab import worker
     from edit_lab.time_only import ChargedModel, shard_numel
 
@@ -155,7 +155,7 @@ def test_no_model_no_corpus_no_tensor_of_model_size(tmp_path, costs_files, monke
         stand_in = ChargedModel(cfg, comm)
         assert stand_in.n_units == len(shard_numel(cfg))
         assert sum(p.numel() for p in stand_in.shards) == values < sum(shard_numel(cfg))
-    assert sum(shard_numel(RunConfig(model="nano", shards=2))) == 20624
+    assert sum(shard_numel(RunConfig(model="nano", shards=2))) == 20816
 
 
 def test_declared_sizes_are_the_real_engines():
