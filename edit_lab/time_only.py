@@ -311,7 +311,8 @@ def predict(cfg: RunConfig, costs: Any) -> Any:
     # summarize asks the overlap for one thing, each replica's time blocked on the sync group, which depends on
     # the cross-replica collectives and the waits on them alone: split only those (the same numbers, a fraction
     # of the events)
-    cross = Overlap(e for e in events if is_cross_replica(e) or (e["kind"] == "wait" and e["group"] in CROSS_REPLICA_GROUPS))
+    cross = Overlap(e for e in events
+                    if is_cross_replica(e) or (e["kind"] == "wait" and e["group"] in CROSS_REPLICA_GROUPS))
     summary = summarize(cfg, records, metrics, 0.0, cross, clock_costs=costs.source)
     summary["simulated"] = True
     train = [m for m in metrics if m["kind"] == "train"]
