@@ -24,6 +24,10 @@ rank a thread of *this* process, on a clock that a cost model advances instead o
   recorded here: those hold the shard group's transfers folded into the calibrated per-unit compute,
   which a real straggler does not stretch (stragglers.py). A random pause advances the clock by its length.
 
+Time only (`virtual_compute = "charged"`, time_only.py): the same ranks, methods and fabric on a stand-in model
+that issues the engine's collectives with the real model's bytes and charges the same costs, computing nothing;
+the same timeline, event for event, without losses (NaN).
+
 The costs (`sim.costs.Costs`): `--clock-costs` / `--calibrate RUN_DIR` (calibrated from a real run:
 `sim.calibrate.calibrate`), a costs JSON, or by default the calibration of the shipped example
 `edit-straggler` (nano, 2 shards), scaled to another model by parameters × tokens per rank.
@@ -544,11 +548,12 @@ def train_ranks(cfg: RunConfig, costs: Any, progress: ProgressFile | None = None
     from .mesh import Mesh, configured_sync_groups, members_of
     from .worker import Trainer
 
+    trainer_class: type = Trainer
     declared = None
     if cfg.virtual_compute == "charged":  # time only: the same Trainer on a stand-in model that only charges
         from .time_only import ChargedTrainer, DeclaredSizes
 
-        Trainer, declared = ChargedTrainer, DeclaredSizes(cfg)  # noqa: N806
+        trainer_class, declared = ChargedTrainer, DeclaredSizes(cfg)
     groups = configured_sync_groups(cfg)  # a sync_group_rule's groups (None: the mesh's own)
     fabric = Fabric(cfg, CostModel(costs))
     records: dict[int, Any] = {}
@@ -557,8 +562,8 @@ def train_ranks(cfg: RunConfig, costs: Any, progress: ProgressFile | None = None
 
     def body(rank: int) -> None:
         mesh = Mesh(rank, cfg.world_size, cfg.shards, cfg.replicas, None, None, members_of(rank, groups))
-        trainer = Trainer(cfg, mesh, torch.device("cpu"), fabric.clocks[rank],
-                          comm_factory=lambda log: VirtualComm(mesh, log, fabric, declared))
+        trainer = trainer_class(cfg, mesh, torch.device("cpu"), fabric.clocks[rank],
+                                comm_factory=lambda log: VirtualComm(mesh, log, fabric, declared))
         trainer.stragglers = costed_stragglers(cfg, costs)
         try:
             trainer.run(progress if rank == 0 else None)
