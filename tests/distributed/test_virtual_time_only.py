@@ -45,24 +45,42 @@ CASES: dict[str, dict[str, Any]] = {
                                                  fragment_sync_delay=1, wire_format="int4", **STRAGGLER, **SLOW_LINK),
     "post_local_sgd-2x3-bf16": dict(method="post_local_sgd", shards=2, replicas=3, sync_interval=2,
                                     wire_format="bf16", **SLOW_LINK),
+    # tiny's 5 units over 3 shards (padded shards), 3 fragments: the packed sets of units are read back
+    "streaming-tiny-3x2-int8-three-fragments": dict(model="tiny", shards=3, method="streaming_diloco", steps=10,
+                                                    sync_interval=6, fragments=3, fragment_sync_delay=1,
+                                                    wire_format="int8"),
+    # the real run's penalty leaves replicas out (a corrupted one, a spiked one); the stand-in's zeros leave
+    # none out: the same timeline all the same (PENALTY_EXCLUDES)
+    "edit-2x3-penalty-excludes": dict(method="edit", shards=2, replicas=3, corrupt_replica=1, corrupt_from_step=3,
+                                      exclude_trouble=True, spike_step=4, spike_replica=2, spike_scale=100.0),
 }
+PENALTY_EXCLUDES = "edit-2x3-penalty-excludes"
 
 #: Event data that is the penalty's verdict on the model's numbers, not timing: a time-only run decides on zeros.
 NOT_TIMING = {"skipped"}
 
 
-@pytest.fixture(scope="module")
-def costs_files(tmp_path_factory) -> dict[int, str]:
-    """Per number of shards, the virtual clock's default costs as a costs JSON (no calibration per run)."""
-    from edit_lab.virtual import costs_for
+class CostsFiles(dict):
+    """(model, shards) -> the virtual clock's default costs for them as a costs JSON, written on first use (no
+    calibration per run); an int key is nano's."""
 
-    root = tmp_path_factory.mktemp("costs")
-    files = {}
-    for shards in (1, 2):
-        path = root / f"costs-{shards}.json"
-        path.write_text(costs_for(small(clock="virtual", shards=shards, replicas=2)).to_json())
-        files[shards] = str(path)
-    return files
+    def __init__(self, root: Any) -> None:
+        super().__init__()
+        self.root = root
+
+    def __missing__(self, key: Any) -> str:
+        from edit_lab.virtual import costs_for
+
+        model, shards = ("nano", key) if isinstance(key, int) else key
+        path = self.root / f"costs-{model}-{shards}.json"
+        path.write_text(costs_for(small(clock="virtual", model=model, shards=shards, replicas=2)).to_json())
+        self[key] = str(path)
+        return self[key]
+
+
+@pytest.fixture(scope="module")
+def costs_files(tmp_path_factory) -> CostsFiles:
+    return CostsFiles(tmp_path_factory.mktemp("costs"))
 
 
 @pytest.fixture
@@ -70,7 +88,7 @@ def pair(tmp_path, costs_files):
     """(real, charged): the same configuration on the virtual clock, computing and time only."""
     def make(**kw: Any) -> tuple[Run, Run]:
         kw = {**dict(replicas=2, steps=8, warmup_steps=2), **kw}
-        cfg = small(clock="virtual", clock_costs=costs_files[kw["shards"]], **kw)
+        cfg = small(clock="virtual", clock_costs=costs_files[(kw.get("model", "nano"), kw["shards"])], **kw)
         return (launch(cfg.replace(out=str(tmp_path / "real"))),
                 launch(cfg.replace(out=str(tmp_path / "charged"), virtual_compute="charged")))
     return make
@@ -96,6 +114,8 @@ def test_the_timeline_is_the_virtual_clocks(pair, case):
     for r, v in real.summary["per_replica"].items():
         w = charged.summary["per_replica"][r]
         assert (v["steps"], v["tokens_per_s"], v["sync_wait_s"]) == (w["steps"], w["tokens_per_s"], w["sync_wait_s"])
+    if case == PENALTY_EXCLUDES:  # the real penalty did decide something the time-only run cannot
+        assert any(p["outlier"] and p["weight"] == 0.0 for p in read_jsonl(real.path / "penalty.jsonl"))
     if real.config.method == "aedit":  # the meetings, their step counts and N_min's decisions, one by one
         assert real.summary["method_info"]["meetings"] == charged.summary["method_info"]["meetings"]
         assert any(m["synced"] for m in charged.summary["method_info"]["meetings"])
