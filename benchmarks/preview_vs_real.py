@@ -1,4 +1,4 @@
-"""Previews against real runs: the simulator (edit_lab/sim), calibrated from one real run, predicting others.
+"""Previews against real runs: the simulator (edit_lab/clock/sim), calibrated from one real run, predicting others.
 
 One real run calibrates the costs (`calibrate`, the first configuration below); then every configuration
 (methods × a 2× straggler or none × a slow simulated link or none) is both *run* for real and *predicted*

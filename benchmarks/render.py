@@ -89,6 +89,8 @@ TABLES: dict[str, Table] = {
     "binder_memory": Table(("binder_memory.json",), _binder_memory),
     "preview_vs_real": Table(("preview_vs_real.json",), _one("preview_vs_real", "table_lines")),
     "preview_latency": Table(("preview_latency.json",), _one("preview_latency", "table_lines")),
+    "preview_latency_methods": Table(("preview_latency.json",), _one("preview_latency", "method_lines")),
+    "preview_latency_loaded": Table(("preview_latency_loaded.json",), _one("preview_latency", "table_lines")),
     "penalty_rule": Table(("penalty_rule.json",), _one("penalty_rule", "table_lines")),
     "penalty_rule_verify": Table(("penalty_rule.json",), _one("penalty_rule", "verify_lines")),
     "virtual_race": Table(("virtual_race.json",), _one("virtual_race", "table_lines")),

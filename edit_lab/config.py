@@ -45,6 +45,8 @@ DEVICES = ("auto", "cpu", "cuda")
 CORRUPT_MODES = ("random", "shuffle", "corpus")
 FAULT_KINDS = ("raise", "kill", "hang", "nan")  # edit_lab.train.faults implements them
 CLOCKS = ("wall", "virtual")  # edit_lab.clock.virtual: every rank in one process, on a clock a cost model advances
+#: The virtual clock's compute: "real" runs the model; "charged" (time-only) only charges its cost (edit_lab/clock/time_only.py)
+VIRTUAL_COMPUTE = ("real", "charged")
 
 #: Old field name -> its new name. Old config.json files and the old CLI flags keep working.
 RENAMED = {"link_bandwidth_mbps": "link_bandwidth_mb_s"}
@@ -348,6 +350,9 @@ class RunConfig:
     virtual_lanes: int = knob(0, "the virtual clock's ranks computing at once, each on a core (0: one per core of "
                               "this machine, at most 4); the run's numbers do not depend on it", section=S_SYSTEM,
                               ge=0)
+    virtual_compute: str = knob("real", "the virtual clock's compute: real (the model's forward and backward) or "
+                                "charged (time only: the same timeline, no model, no data; losses are NaN)",
+                                section=S_SYSTEM, choices=VIRTUAL_COMPUTE)
     # --- checkpoints ---
     checkpoint_every: int = knob(0, "in syncs; 0 disables", section=S_CHECKPOINT, ge=0)
     resume: str | None = knob(None, "a run or checkpoint directory to resume from (into a new --out)",
@@ -497,6 +502,8 @@ class RunConfig:
             bad("error_feedback", "false with wire_format='none': float32 rounds nothing away to feed back")
         if self.clock == "virtual":
             self._check_virtual(bad)
+        elif self.virtual_compute != "real":
+            bad("virtual_compute", "real with clock='wall' (charged is a mode of the virtual clock)")
         if self.device == "cuda" or self.backend == "nccl":
             import torch
 
@@ -623,6 +630,11 @@ class RunConfig:
                 "hang would take the caller with it)")
         if self.clock_costs is not None and not Path(self.clock_costs).exists():
             bad("clock_costs", "a run directory or a costs JSON that exists, or None")
+        if self.virtual_compute == "charged":  # time only (edit_lab/clock/time_only.py): no model state to keep or compute on
+            for name, off in (("checkpoint_every", 0), ("resume", None), ("grad_all_reduce_rule", None)):
+                if getattr(self, name) != off:
+                    bad(name, f"{off!r} with virtual_compute='charged' (a time-only run has no model state to save "
+                        f"or resume, and times the built-in gradient all-reduce only)")
 
 
 def _is_number(v: Any) -> bool:

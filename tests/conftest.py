@@ -34,6 +34,7 @@ LONGEST_FIRST = ("tests/ui/test_notebooks_in_browser.py",  # ~250 (00, 04, 05)
                  "tests/distributed/test_cli.py",  # ~90
                  "tests/distributed/test_engine.py",  # ~60
                  "tests/distributed/test_sim_matches_virtual.py",  # ~18 (33 trainings on the virtual clock)
+                 "tests/distributed/test_virtual_time_only.py",  # ~12 (11 configurations, real and time only)
                  # the longest unit files (`make test-fast` is these first, then the rest alphabetically)
                  "tests/unit/test_simulate.py",  # ~10
                  "tests/unit/test_panels.py",  # ~9

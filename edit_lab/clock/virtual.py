@@ -24,6 +24,10 @@ rank a thread of *this* process, on a clock that a cost model advances instead o
   recorded here: those hold the shard group's transfers folded into the calibrated per-unit compute,
   which a real straggler does not stretch (stragglers.py). A random pause advances the clock by its length.
 
+Time only (`virtual_compute = "charged"`, time_only.py): the same ranks, methods and fabric on a stand-in model
+that issues the engine's collectives with the real model's bytes and charges the same costs, computing nothing;
+the same timeline, event for event, without losses (NaN).
+
 The costs (`sim.costs.Costs`): `--clock-costs` / `--calibrate RUN_DIR` (calibrated from a real run:
 `sim.calibrate.calibrate`), a costs JSON, or by default the calibration of the shipped example
 `edit-straggler` (nano, 2 shards), scaled to another model by parameters × tokens per rank.
@@ -406,6 +410,8 @@ class RankBackend:
     def _arrive(self, op: str, group: str, inp: Any, out: Any, nbytes: int) -> VirtualWork:
         gkey, members = self._group(group)
         kind = self.comm._kind  # set by VirtualComm right before the call
+        if self.comm._declared is not None:  # time-only mode: the real model's bytes, not the stand-in's
+            nbytes = self.comm._declared
         return VirtualWork(self.fabric, self.mesh.rank,
                            self.fabric.arrive(self.mesh.rank, gkey, members, op, kind, nbytes, inp, out))
 
@@ -438,10 +444,29 @@ def virtual_comm_class() -> type:
         class VirtualComm(Comm):
             """A `Comm` whose collectives run on the fabric; the link model is applied there, per group."""
 
-            def __init__(self, mesh: Any, log: Any, fabric: Fabric) -> None:
+            def __init__(self, mesh: Any, log: Any, fabric: Fabric, declared: Any = None) -> None:
+                """`declared`: time-only mode's `time_only.DeclaredSizes` (None: the tensors' own bytes)."""
                 super().__init__(mesh, log, LinkModel(), device="cpu")
                 self.backend = RankBackend(fabric, mesh, self)
                 self._kind = ""
+                self.declared = declared
+                self._declared: int | None = None  # the bytes of the collective being issued (time-only mode)
+
+            def _declare(self, kind: str, group: str, unit: int | None, t: Any, call: Any) -> Any:
+                """Run `call` with the collective's declared bytes set (time-only mode; the outermost call only:
+                a compressed all-reduce issues its own all-gather or all-reduce of the encoded tensor)."""
+                if self.declared is None or self._declared is not None:
+                    return call()
+                self._declared = self.declared.nbytes(kind, group, unit, t, self.wire)
+                try:
+                    return call()
+                finally:
+                    self._declared = None
+
+            def _issue(self, work: Any, kind: str, group: str, unit: int | None, nbytes: int, *args: Any) -> Any:
+                if self._declared is not None:
+                    nbytes = self._declared
+                return super()._issue(work, kind, group, unit, nbytes, *args)
 
             def group(self, name: str) -> Any:
                 if name not in ("shard", "sync", "world"):
@@ -450,15 +475,18 @@ def virtual_comm_class() -> type:
 
             def all_gather(self, out: Any, inp: Any, group: str, kind: str = "all_gather", **kw: Any) -> Any:
                 self._kind = kind
-                return super().all_gather(out, inp, group, kind, **kw)
+                return self._declare(kind, group, kw.get("unit"), out,
+                                     lambda: super(VirtualComm, self).all_gather(out, inp, group, kind, **kw))
 
             def reduce_scatter(self, out: Any, inp: Any, group: str, kind: str = "reduce_scatter", **kw: Any) -> Any:
                 self._kind = kind
-                return super().reduce_scatter(out, inp, group, kind, **kw)
+                return self._declare(kind, group, kw.get("unit"), inp,
+                                     lambda: super(VirtualComm, self).reduce_scatter(out, inp, group, kind, **kw))
 
             def all_reduce(self, t: Any, group: str, kind: str = "all_reduce", **kw: Any) -> Any:
                 self._kind = kind
-                return super().all_reduce(t, group, kind, **kw)
+                return self._declare(kind, group, kw.get("unit"), t,
+                                     lambda: super(VirtualComm, self).all_reduce(t, group, kind, **kw))
 
             def _finish(self, h: Any) -> float:
                 done = h.work.wait()
@@ -507,21 +535,26 @@ class _BarProgress(ProgressFile):
             self.bar.update(step - self.bar.n)
 
 
-def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
-    """Run the accepted configuration `cfg` on the virtual clock into the claimed directory `out`; the `Run`.
+def train_ranks(cfg: RunConfig, costs: Any, progress: ProgressFile | None = None,
+                out: Path | None = None) -> tuple[list[Any], dict[str, Any], tuple[int, str] | None]:
+    """Train every rank of `cfg` on the virtual clock with `costs`: (rank records, rank 0's full state, failure).
 
-    A failed rank raises `error(rank, traceback, out)` (`launch.WorkerError`, which `launch` passes in)."""
+    `failure` is (rank, traceback) of the rank that failed (-1: interrupted), else None, and then the records
+    are incomplete. `progress`: rank 0's progress file; `out`: where a failed rank writes its events (None:
+    nowhere, as for the preview, which keeps everything in memory: `time_only.predict`)."""
     import torch
 
     from edit_lab.core.mesh import Mesh, configured_sync_groups, members_of
     from edit_lab.records import rundir
-    from edit_lab.records.run import Run
-    from edit_lab.records.rundir import RunWriter
     from edit_lab.train.trainer import Trainer
 
-    costs = costs_for(cfg)
+    trainer_class: type = Trainer
+    declared = None
+    if cfg.virtual_compute == "charged":  # time only: the same Trainer on a stand-in model that only charges
+        from edit_lab.clock.time_only import ChargedTrainer, DeclaredSizes
+
+        trainer_class, declared = ChargedTrainer, DeclaredSizes(cfg)
     groups = configured_sync_groups(cfg)  # a sync_group_rule's groups (None: the mesh's own)
-    (out / rundir.CONFIG).write_text(cfg.to_json())
     fabric = Fabric(cfg, CostModel(costs))
     records: dict[int, Any] = {}
     state: dict[str, Any] = {}
@@ -529,8 +562,8 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
 
     def body(rank: int) -> None:
         mesh = Mesh(rank, cfg.world_size, cfg.shards, cfg.replicas, None, None, members_of(rank, groups))
-        trainer = Trainer(cfg, mesh, torch.device("cpu"), fabric.clocks[rank],
-                          comm_factory=lambda log: VirtualComm(mesh, log, fabric))
+        trainer = trainer_class(cfg, mesh, torch.device("cpu"), fabric.clocks[rank],
+                                comm_factory=lambda log: VirtualComm(mesh, log, fabric, declared))
         trainer.stragglers = costed_stragglers(cfg, costs)
         try:
             trainer.run(progress if rank == 0 else None)
@@ -539,21 +572,13 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
                 state.update(full)
             records[rank] = trainer.rank_record()
         except BaseException:
-            trainer.log.write(out / rundir.events_file(rank))
+            if out is not None:
+                trainer.log.write(out / rundir.events_file(rank))
             raise
 
-    bar = None
-    if cfg.progress:  # no launcher loop polls the progress file here: rank 0 moves the bar as it writes it
-        from tqdm.auto import tqdm
-
-        total, unit = cfg.progress_total()
-        bar = tqdm(total=total, desc=f"{cfg.method} {cfg.shards}×{cfg.replicas} (virtual clock)", unit=unit,
-                   leave=False)
-    progress = _BarProgress(out / rundir.PROGRESS, bar)
     threads_before = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     torch.set_flush_denormal(True)  # as every worker process does (worker.configure_cpu)
-    start_unix = time.time()
     threads = [threading.Thread(target=fabric.rank_main, args=(r, body), name=f"edit_lab-virtual-rank{r}", daemon=True)
                for r in range(cfg.world_size)]
     try:
@@ -570,15 +595,42 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError) -> Any:
         raise
     finally:
         torch.set_num_threads(threads_before)
+    return [records[r] for r in sorted(records)], state, fabric.failure
+
+
+def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError, costs: Any = None) -> Any:
+    """Run the accepted configuration `cfg` on the virtual clock into the claimed directory `out`; the `Run`.
+
+    A failed rank raises `error(rank, traceback, out)` (`launch.WorkerError`, which `launch` passes in).
+    `costs`: the `Costs` to run on, already checked against cfg; None: `costs_for(cfg)`.
+    With `virtual_compute="charged"` every rank trains a stand-in of the model (edit_lab/clock/time_only.py)."""
+    from edit_lab.records import rundir
+    from edit_lab.records.run import Run
+    from edit_lab.records.rundir import RunWriter
+
+    costs = costs_for(cfg) if costs is None else costs
+    (out / rundir.CONFIG).write_text(cfg.to_json())
+    bar = None
+    if cfg.progress:  # no launcher loop polls the progress file here: rank 0 moves the bar as it writes it
+        from tqdm.auto import tqdm
+
+        total, unit = cfg.progress_total()
+        bar = tqdm(total=total, desc=f"{cfg.method} {cfg.shards}×{cfg.replicas} (virtual clock)", unit=unit,
+                   leave=False)
+    progress = _BarProgress(out / rundir.PROGRESS, bar)
+    start_unix = time.time()
+    failure: tuple[int, str] | None = (-1, "interrupted")
+    try:
+        records, state, failure = train_ranks(cfg, costs, progress, out)
+    finally:
         if bar is not None:
-            if fabric.failure is None:  # full when the run succeeded, as the launcher's (launch.close_bar)
+            if failure is None:  # full when the run succeeded, as the launcher's (launch.close_bar)
                 bar.update(bar.total - bar.n)
             bar.close()
-    if fabric.failure is not None:
-        rank, tb = fabric.failure
+    if failure is not None:
+        rank, tb = failure
         if rank >= 0:
             (out / rundir.error_file(rank)).write_text(tb)
         raise error(rank, tb, out)
-    RunWriter(out, cfg, start_unix, clock_costs=costs.source).write_all([records[r] for r in range(cfg.world_size)],
-                                                                      state)
+    RunWriter(out, cfg, start_unix, clock_costs=costs.source).write_all(records, state)
     return Run(out)

@@ -63,15 +63,12 @@ class Trainer:
         stage = device.type == "cuda" and resolve_backend(cfg, device) == "gloo"  # ranks sharing a GPU
         self.comm = (Comm(mesh, self.log, link, stage_to_cpu=stage, device=device) if comm_factory is None
                      else comm_factory(self.log))
-        model = build_model(cfg.model, cfg.seed)
-        self.engine = ShardedModel(model, self.comm, device, bf16=cfg.bf16,
-                                    reshard_after_forward=cfg.reshard_after_forward)
+        self.engine = self.make_engine()
         self.method = make_method(cfg, self.engine)
         self.optimizer = make_optimizer(cfg, self.engine.shards)
         self.method.optimizer = self.optimizer
-        self.corpus = Corpus.from_bytes(load_corpus(cfg.data))
         self.other_corpus: Corpus | None = None
-        self.val = val_batches(self.corpus, cfg.eval_batches, cfg.batch_size, cfg.seq_len, cfg.seed)
+        self.load_data()
         self.stragglers = StragglerModel.from_config(cfg)
         self.metrics: list[dict] = []
         self.start_step = 0
@@ -81,6 +78,20 @@ class Trainer:
         self.method.on_synced = self.after_sync
         if cfg.resume:
             self.restore(Path(cfg.resume))
+
+    # ------------------------------------------------------------------ what a rank computes on
+    def make_engine(self) -> ShardedModel:
+        """This rank's sharded model; the virtual clock's time-only mode puts a stand-in here (edit_lab/clock/time_only.py)."""
+        cfg = self.cfg
+        model = build_model(cfg.model, cfg.seed)
+        return ShardedModel(model, self.comm, self.device, bf16=cfg.bf16,
+                            reshard_after_forward=cfg.reshard_after_forward)
+
+    def load_data(self) -> None:
+        """The corpus and the validation batches (a time-only run computes on none: edit_lab/clock/time_only.py)."""
+        cfg = self.cfg
+        self.corpus = Corpus.from_bytes(load_corpus(cfg.data))
+        self.val = val_batches(self.corpus, cfg.eval_batches, cfg.batch_size, cfg.seq_len, cfg.seed)
 
     # ------------------------------------------------------------------ checkpoints
     def after_sync(self, next_step: int) -> None:

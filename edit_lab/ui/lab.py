@@ -3,7 +3,7 @@
 - `StragglerLab`: choose a method, the sync interval (A-EDiT: the sync period in seconds), how slow
   the last replica is, random pauses, the link's bandwidth and latency, prefetch and the penalty
   switches (A-EDiT chosen with no time budget gets one: `presets.panel_time_budget`); the *preview* tab
-  redraws a simulated run (edit_lab/sim) on every change, no Run needed;
+  redraws a simulated run (edit_lab/clock/sim) on every change, no Run needed;
   **Run** launches a real run (progress bar included), then sets the preview beside its measurement and
   draws its timeline, the straggler and loss figures (against the previous runs, so two presses compare
   two methods) and the penalty decisions. The *clock* switch picks where that run is timed: on this

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from edit_lab.records.run import Run
 
 PREFERRED_EXAMPLE = "edit-straggler"  # the shipped run whose costs the first previews use
+#: What computes a preview: the simulator (sim/programs.py, a time-only copy of every method) or the virtual
+#: clock's time-only mode (edit_lab/clock/time_only.py: the methods' own code on a stand-in model)
+PREVIEW_PATHS = ("simulator", "time_only")
 
 Shown = tuple["go.Figure", str]  # what the preview tab shows: the figure and the table's HTML
 
@@ -45,6 +48,7 @@ class LabPreview:
         self.prediction: Prediction | None = None
         self.compared: tuple[Prediction, dict[str, Any]] | None = None  # (preview before a run, its summary)
         self.redraws = 0
+        self.path = "simulator"  # one of PREVIEW_PATHS (benchmarks/preview_latency.py times both)
         self.calibrate_from(*runs)
         if self.costs is None:
             self.calibrate_from(*self._examples())
@@ -83,6 +87,13 @@ class LabPreview:
             check_compatible(cfg, self.costs)
         except ConfigError:
             return None
+        if self.path == "time_only":
+            from edit_lab.clock.time_only import predict
+
+            try:
+                return predict(cfg, self.costs)
+            except ConfigError:
+                return None
         return simulate(cfg, self.costs)
 
     def _source(self) -> str:

@@ -102,7 +102,7 @@ def test_straggler_panel_reruns_from_the_browser(open_notebook):
 
 
 def check_preview_follows_the_slider(nb: NotebookPage, panel, handle, step: float) -> None:
-    """The preview tab (edit_lab/sim, selected when the panel opens) redraws when a slider moves, without
+    """The preview tab (edit_lab/clock/sim, selected when the panel opens) redraws when a slider moves, without
     pressing Run. How fast is a benchmark's claim (benchmarks/preview_latency.py: within a second); the
     bound here only says it came without Run, and holds on a loaded machine."""
     preview = panel.locator(".js-plotly-plot").nth(FIGURES.index("preview"))

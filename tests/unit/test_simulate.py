@@ -1,4 +1,4 @@
-"""The preview simulator (edit_lab/sim): hand-computed timelines, the methods' schedules, calibration, CLI, panel."""
+"""The preview simulator (edit_lab/clock/sim): hand-computed timelines, the methods' schedules, calibration, CLI, panel."""
 
 from __future__ import annotations
 

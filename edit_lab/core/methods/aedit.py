@@ -39,6 +39,10 @@ Step weighting (optional, D4): w_r ← (1 − ρ)·w_r + ρ·k_r / Σk with k_r 
 current round (since the last sync), mixed into the penalty's softmax weights. A replica that trained
 no step at all in the round (possible only for a replica that finished early and already synced in
 `finalize`) holds θ = a, so its Δ = 0 says nothing: it gets weight 0 and the others are renormalised.
+
+Time-only twin: `AEDiTProgram` in `edit_lab/clock/sim/programs.py`,
+the preview simulator's copy of this schedule: a change to *when* this method talks to the other replicas
+changes it too (tests/distributed/test_sim_matches_virtual.py holds the two to the same timeline).
 """
 
 from __future__ import annotations

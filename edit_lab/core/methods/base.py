@@ -4,6 +4,10 @@ A step is always: `begin_step` → forward (calling `pre_unit(l)` before each un
 backward (reduce-scatter in the shard group) → `after_backward` → inner optimizer step →
 `after_optimizer`. Synchronous training, Post Local SGD, DiLoCo, CO2, EDiT and A-EDiT are each a
 handful of these hooks, so a reader can diff them side by side.
+
+Time-only twin: `ReplicaProgram` (the hooks every program overrides) in `edit_lab/clock/sim/programs.py`,
+the preview simulator's copy of this schedule: a change to *when* this method talks to the other replicas
+changes it too (tests/distributed/test_sim_matches_virtual.py holds the two to the same timeline).
 """
 
 from __future__ import annotations

@@ -39,6 +39,10 @@ trained since the last boundary (against the anchor they started from), lands th
 averages that last partial round with a blocking all-reduce (kind 'sync_reduce') and applies it at
 once (by the same step, seen from the anchor the landing just moved), so the run ends with θ = a
 everywhere and every round's mean used.
+
+Time-only twin: `CO2Program` in `edit_lab/clock/sim/programs.py`,
+the preview simulator's copy of this schedule: a change to *when* this method talks to the other replicas
+changes it too (tests/distributed/test_sim_matches_virtual.py holds the two to the same timeline).
 """
 
 from __future__ import annotations

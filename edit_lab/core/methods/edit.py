@@ -25,6 +25,10 @@ way — prefetch only moves *when* we wait — so results are bit-for-bit the sa
 Why steps 1–2 are done once per sync, for all units together, rather than per unit: the weights
 of unit l must be known before its aggregate can be issued; fetching them per unit would put one
 small blocking exchange (a full network latency) in front of every unit's transfer.
+
+Time-only twin: `EDiTProgram` in `edit_lab/clock/sim/programs.py`,
+the preview simulator's copy of this schedule: a change to *when* this method talks to the other replicas
+changes it too (tests/distributed/test_sim_matches_virtual.py holds the two to the same timeline).
 """
 
 from __future__ import annotations

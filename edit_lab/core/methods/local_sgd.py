@@ -9,6 +9,10 @@ sync interval τ:
 The baselines sync *between* steps, whole model at once and blocking, which is exactly what EDiT
 improves on: they do it after the optimizer step of step W+kτ−1, so the parameters entering step
 W+kτ are the same as if they had synced at its start.
+
+Time-only twin: `LocalSGDProgram`, `PostLocalSGDProgram`, `DiLoCoProgram` in `edit_lab/clock/sim/programs.py`,
+the preview simulator's copy of this schedule: a change to *when* this method talks to the other replicas
+changes it too (tests/distributed/test_sim_matches_virtual.py holds the two to the same timeline).
 """
 
 from __future__ import annotations

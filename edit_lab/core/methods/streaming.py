@@ -25,6 +25,11 @@ Time budgets: the budget meeting is held where a fragment leaves (every replica'
 steps); a replica whose budget runs out while a fragment travels trains on to its landing (at most τ steps),
 so that every replica lands it. Checkpoints are taken at each landing (nothing is in flight then: the next
 fragment leaves at the landing or after it, since τ < H/P, or a reader's landings are at least τ apart); θ differs from the anchor there (the mix, the other fragments' local steps) and is saved as it is.
+
+
+Time-only twin: `StreamingDiLoCoProgram` in `edit_lab/clock/sim/programs.py`,
+the preview simulator's copy of this schedule: a change to *when* this method talks to the other replicas
+changes it too (tests/distributed/test_sim_matches_virtual.py holds the two to the same timeline).
 """
 
 from __future__ import annotations

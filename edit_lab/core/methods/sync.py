@@ -3,6 +3,10 @@
 Inside a replica: ZeRO-3 (the engine). Across replicas: the gradient shards are all-reduced every
 step, so every replica takes the same optimizer step and replicas never drift apart. This is the
 baseline every Local-SGD method is measured against, and the regime EDiT runs in during warm-up.
+
+Time-only twin: `ReplicaProgram` in `edit_lab/clock/sim/programs.py`,
+the preview simulator's copy of this schedule: a change to *when* this method talks to the other replicas
+changes it too (tests/distributed/test_sim_matches_virtual.py holds the two to the same timeline).
 """
 
 from __future__ import annotations
