@@ -42,8 +42,8 @@ from edit_lab.core.penalty import CLIP_EPS
 from edit_lab.core.sharding import squared_norm
 from edit_lab.core.wire import BLOCK, PSEUDO_GRADIENT_KINDS, blockwise, collective_bytes, padded
 from edit_lab.records.events import EventLog
-from edit_lab.runtime.worker import Trainer
 from edit_lab.sizes import SIZES
+from edit_lab.train.trainer import Trainer
 
 #: Shard-group collectives of a unit's whole (padded) buffer: a forward or backward all-gather, a reduce-scatter.
 UNIT_BUFFER_KINDS = frozenset({"all_gather", "all_gather_bwd", "reduce_scatter"})
@@ -282,39 +282,3 @@ class ChargedTrainer(Trainer):
         if "penalty_readmissions" in rec.method_info:
             rec.method_info = {**rec.method_info, "penalty_readmissions": []}
         return rec
-
-
-# ------------------------------------------------------------------------------------------- the preview
-def predict(cfg: RunConfig, costs: Any) -> Any:
-    """`sim.predict.simulate`'s `Prediction` of `cfg` on `costs`, from a time-only virtual run kept in memory.
-
-    The summary is summary.json's (`rundir.summarize`, the same definitions the simulator copies); the
-    events are the shard-0 ranks' (a replica's ranks move together), as the simulator's; the rounds are
-    A-EDiT's meetings as replica 0 saw them. No file is written."""
-    from edit_lab.clock.sim.predict import Prediction, check_compatible
-    from edit_lab.clock.virtual import train_ranks
-    from edit_lab.config import ConfigError
-    from edit_lab.records.events import CROSS_REPLICA_GROUPS, is_cross_replica
-    from edit_lab.records.overlap import Overlap
-    from edit_lab.records.rundir import merge_metrics, summarize
-
-    costs = check_compatible(cfg, costs)
-    cfg = cfg.replace(clock="virtual", virtual_compute="charged", progress=False, out=None)
-    if cfg.grad_all_reduce_rule is not None:
-        raise ConfigError("grad_all_reduce_rule=... is not allowed in a preview: None (a time-only run times the "
-                          "built-in all-reduce; launch the run to time yours)")
-    records, _, failure = train_ranks(cfg, costs)
-    if failure is not None:
-        raise RuntimeError(f"the time-only preview failed on rank {failure[0]}:\n{failure[1]}")
-    events = [e for r in records for e in r.events]
-    metrics = merge_metrics([m for r in records for m in r.metrics])
-    # summarize asks the overlap for one thing, each replica's time blocked on the sync group, which depends on
-    # the cross-replica collectives and the waits on them alone: split only those (the same numbers, a fraction
-    # of the events)
-    cross = Overlap(e for e in events
-                    if is_cross_replica(e) or (e["kind"] == "wait" and e["group"] in CROSS_REPLICA_GROUPS))
-    summary = summarize(cfg, records, metrics, 0.0, cross, clock_costs=costs.source)
-    summary["simulated"] = True
-    train = [m for m in metrics if m["kind"] == "train"]
-    rounds = list(records[0].method_info.get("meetings", [])) if records else []
-    return Prediction(cfg, costs, summary, [e for e in events if e["shard"] == 0], train, rounds)

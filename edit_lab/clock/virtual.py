@@ -541,7 +541,7 @@ def train_ranks(cfg: RunConfig, costs: Any, progress: ProgressFile | None = None
 
     `failure` is (rank, traceback) of the rank that failed (-1: interrupted), else None, and then the records
     are incomplete. `progress`: rank 0's progress file; `out`: where a failed rank writes its events (None:
-    nowhere, as for the preview, which keeps everything in memory: `time_only.predict`)."""
+    nowhere, as for the preview, which keeps everything in memory: `predict_time_only`)."""
     import torch
 
     from edit_lab.core.mesh import Mesh, configured_sync_groups, members_of
@@ -634,3 +634,37 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError, costs: An
         raise error(rank, tb, out)
     RunWriter(out, cfg, start_unix, clock_costs=costs.source).write_all(records, state)
     return Run(out)
+
+
+# ------------------------------------------------------------------------------------------- the preview
+def predict_time_only(cfg: RunConfig, costs: Any) -> Any:
+    """`sim.predict.simulate`'s `Prediction` of `cfg` on `costs`, from a time-only virtual run kept in memory.
+
+    The summary is summary.json's (`rundir.summarize`, the same definitions the simulator copies); the
+    events are the shard-0 ranks' (a replica's ranks move together), as the simulator's; the rounds are
+    A-EDiT's meetings as replica 0 saw them. No file is written."""
+    from edit_lab.clock.sim.predict import Prediction, check_compatible
+    from edit_lab.records.events import CROSS_REPLICA_GROUPS, is_cross_replica
+    from edit_lab.records.overlap import Overlap
+    from edit_lab.records.rundir import merge_metrics, summarize
+
+    costs = check_compatible(cfg, costs)
+    cfg = cfg.replace(clock="virtual", virtual_compute="charged", progress=False, out=None)
+    if cfg.grad_all_reduce_rule is not None:
+        raise ConfigError("grad_all_reduce_rule=... is not allowed in a preview: None (a time-only run times the "
+                          "built-in all-reduce; launch the run to time yours)")
+    records, _, failure = train_ranks(cfg, costs)
+    if failure is not None:
+        raise RuntimeError(f"the time-only preview failed on rank {failure[0]}:\n{failure[1]}")
+    events = [e for r in records for e in r.events]
+    metrics = merge_metrics([m for r in records for m in r.metrics])
+    # summarize asks the overlap for one thing, each replica's time blocked on the sync group, which depends on
+    # the cross-replica collectives and the waits on them alone: split only those (the same numbers, a fraction
+    # of the events)
+    cross = Overlap(e for e in events
+                    if is_cross_replica(e) or (e["kind"] == "wait" and e["group"] in CROSS_REPLICA_GROUPS))
+    summary = summarize(cfg, records, metrics, 0.0, cross, clock_costs=costs.source)
+    summary["simulated"] = True
+    train = [m for m in metrics if m["kind"] == "train"]
+    rounds = list(records[0].method_info.get("meetings", [])) if records else []
+    return Prediction(cfg, costs, summary, [e for e in events if e["shard"] == 0], train, rounds)

@@ -88,7 +88,7 @@ class LabPreview:
         except ConfigError:
             return None
         if self.path == "time_only":
-            from edit_lab.clock.time_only import predict
+            from edit_lab.clock.virtual import predict_time_only as predict
 
             try:
                 return predict(cfg, self.costs)

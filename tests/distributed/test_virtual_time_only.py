@@ -136,9 +136,9 @@ def test_the_simulator_agrees_with_a_time_only_run(tmp_path, costs_files):
 
 
 def test_the_preview_from_a_time_only_run_is_the_simulators(costs_files):
-    """`time_only.predict` (the preview's time-only path, kept in memory) against `sim.simulate` on the same costs."""
+    """`virtual.predict_time_only` (the preview's time-only path, kept in memory) against `sim.simulate` on the same costs."""
     from edit_lab.clock.sim import Costs, simulate
-    from edit_lab.clock.time_only import predict
+    from edit_lab.clock.virtual import predict_time_only as predict
 
     costs = Costs.from_dict(__import__("json").loads(open(costs_files[2]).read()))
     for kw in (dict(method="edit", **STRAGGLER, **SLOW_LINK), dict(method="aedit", time_budget=0.5, sync_period=0.1),
@@ -157,7 +157,7 @@ def test_no_model_no_corpus_no_tensor_of_model_size(tmp_path, costs_files, monke
     """A charged run builds no model and reads no corpus; its stand-in holds 2^U − 1 values per rank (7 for nano's
     3 units, against 20,816 in a real rank's shards), × 256 in an integer wire format."""
     from edit_lab.clock.time_only import ChargedModel, shard_numel
-    from edit_lab.runtime import worker
+    from edit_lab.train import trainer as worker
 
     def refuse(*_a: Any, **_k: Any) -> None:
         raise AssertionError("a time-only run built the model or read the corpus")
