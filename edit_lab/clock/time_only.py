@@ -38,8 +38,7 @@ import torch.nn as nn
 
 from edit_lab.config import RunConfig
 from edit_lab.core.comm import Comm, Handle
-from edit_lab.core.penalty import CLIP_EPS
-from edit_lab.core.sharding import squared_norm
+from edit_lab.core.sharding import ShardedModel
 from edit_lab.core.wire import BLOCK, PSEUDO_GRADIENT_KINDS, blockwise, collective_bytes, padded
 from edit_lab.records.events import EventLog
 from edit_lab.sizes import SIZES
@@ -226,24 +225,9 @@ class ChargedModel:
         self._freed, self._ag_pending = set(), {}
         self.finish_backward()
 
-    def finish_backward(self) -> None:
-        for unit, h, out in self._rs_pending:
-            h.wait()
-            p = self.shards[unit]
-            p.grad = out if p.grad is None else p.grad + out
-        self._rs_pending = []
-
-    def grad_norm_(self, max_norm: float) -> float:
-        """`ShardedModel.grad_norm_`: the same shard-group all-reduce (8 bytes), on the stand-in's zeros."""
-        sq = torch.stack([squared_norm(p.grad) for p in self.shards if p.grad is not None]).sum()
-        sq = sq.reshape(1).to(torch.float64)
-        self.comm.all_reduce(sq, group="shard", kind="grad_norm")
-        total = float(sq.sqrt())
-        if max_norm > 0 and max_norm / (total + CLIP_EPS) < 1.0:
-            for p in self.shards:
-                if p.grad is not None:
-                    p.grad.mul_(max_norm / (total + CLIP_EPS))
-        return total
+    # the real engine's own code: they act on the shards and the shard-group collectives only
+    finish_backward = ShardedModel.finish_backward
+    grad_norm_ = ShardedModel.grad_norm_
 
     def full_state_dict(self, shards: list[torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
         """The same all-gathers as `ShardedModel.full_state_dict`; no state (there is no model)."""

@@ -65,9 +65,12 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, k
     return out
 
 
-def import_graph(root: Path = ROOT, package: str = PACKAGE) -> Graph:
-    """Module → the modules of the package it depends on, by the rule in this file's docstring."""
+def import_graph(root: Path = ROOT, package: str = PACKAGE, *more: tuple[Path, str]) -> Graph:
+    """Module → the modules of the package it depends on, by the rule in this file's docstring (and of the
+    packages `more`, as (root, name) pairs: one graph over them all)."""
     files = module_names(root, package)
+    for r, p in more:
+        files.update(module_names(r, p))
     known = set(files)
     graph: Graph = {}
     for name, path in files.items():

@@ -24,13 +24,12 @@ the course may import it. The graph is `test_import_cycles`' (every import, lazy
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import edit_course
 import edit_lab
 
-from .test_import_cycles import _ancestors, _targets, module_names
+from .test_import_cycles import import_graph
 
 LIBRARY, COURSE = Path(edit_lab.__file__).parent, Path(edit_course.__file__).parent
 ENTRY = "entry"
@@ -69,21 +68,7 @@ def layer(module: str) -> float | str:
 
 def lab_graph() -> dict[str, set[str]]:
     """Module → the modules of edit_lab and edit_course it imports (test_import_cycles' rule, both packages)."""
-    files = {**module_names(LIBRARY, "edit_lab"), **module_names(COURSE, "edit_course")}
-    known = set(files)
-    graph: dict[str, set[str]] = {}
-    for name, path in files.items():
-        is_package = path.name == "__init__.py"
-        own = set(_ancestors(name)) | ({name} if is_package else set())
-        deps: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                for target in _targets(node, name, is_package, known):
-                    deps.add(target)
-                    deps.update(p for p in _ancestors(target) if p not in own and p in known)
-        deps.discard(name)
-        graph[name] = deps
-    return graph
+    return import_graph(LIBRARY, "edit_lab", (COURSE, "edit_course"))
 
 
 def upward(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
