@@ -5,7 +5,8 @@ suite also runs from a plain checkout; an installed (editable) package always wi
 
 Each notebook is executed once per session: when the browser test that runs a notebook through
 JupyterLab is collected too (and chromium is there to run it), or nbval runs it against its reference
-(tests/notebooks/test_nbval.py), its papermill run is deselected.
+(tests/notebooks/test_nbval.py), its papermill run is deselected; and a lesson the browser runs is compared
+with its nbval reference there (tests/nbval/compare.py), so nbval's own run of it is deselected too.
 The longest files are put first, for `make test`'s two xdist workers (LONGEST_FIRST).
 """
 
@@ -63,7 +64,17 @@ def pytest_collection_modifyitems(config, items):
     in_browser = {nb for f, nbs in RUN_IN_BROWSER_BY.items() if f in files for nb in nbs}
     if not in_browser or find_chromium() is None:
         return
-    _deselect(config, items, {name.removesuffix(".ipynb") for name in in_browser})
+    from tests.nbval.compare import same_run_as_the_browser
+
+    stems = {name.removesuffix(".ipynb") for name in in_browser}
+    _deselect(config, items, stems)
+    # a lesson the browser runs is compared with its nbval reference there (tests/ui/checks.py,
+    # assert_as_its_reference): nbval's own run of it is deselected too
+    again = [i for i in items if "test_the_lesson_reproduces_its_reference[" in i.nodeid
+             and (stem := i.nodeid.split("[", 1)[1].rstrip("]")) in stems and same_run_as_the_browser(stem)]
+    if again:
+        config.hook.pytest_deselected(items=again)
+        items[:] = [i for i in items if i not in again]
 
 
 def _deselect(config, items, stems: set[str]) -> None:

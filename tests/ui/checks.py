@@ -9,6 +9,8 @@ from __future__ import annotations
 from edit_course.tools.solutions import shipped_problems
 from edit_course.verdict import notebook_verdicts
 
+from tests.nbval.compare import differences, same_run_as_the_browser
+
 from .notebook_page import NotebookPage
 from .readability import VIEWPORTS, check_page
 
@@ -47,6 +49,18 @@ def run_all_and_check(nb: NotebookPage) -> dict:
     unanswered = shipped_problems(saved, nb.name)  # no answer written: every check "not answered yet"
     assert not unanswered, "\n".join(unanswered)
     return saved
+
+
+def assert_as_its_reference(saved: dict, name: str) -> None:
+    """A lesson with an nbval reference (tests/nbval/): the outputs of its checked cells, as this run in the
+    browser saved them, say what the reference says (tests/nbval/compare.py, nbval's rule), so nbval need not
+    run it a second time (tests/conftest.py deselects that run)."""
+    stem = name.removesuffix(".ipynb")
+    if not same_run_as_the_browser(stem):
+        return
+    problems = differences(saved, stem)
+    assert not problems, (f"{name} does not reproduce tests/nbval/{stem}.ipynb (after a deliberate change: "
+                          "`make nbval-refs`, then read the diff):\n" + "\n\n".join(problems))
 
 
 def assert_readable(nb: NotebookPage) -> dict:

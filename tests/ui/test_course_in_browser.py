@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from .browser import COURSE_IN_BROWSER
-from .checks import assert_readable, drawn_plotly_outputs, run_all_and_check
+from .checks import assert_as_its_reference, assert_readable, drawn_plotly_outputs, run_all_and_check
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -30,6 +30,7 @@ def test_notebook_runs_and_reads_well_in_the_browser(open_notebook, name):
 def check_in_the_browser(open_notebook, name: str) -> None:
     """Run All Cells, everything drawn, no ✗ that is not a timing, readable at both viewports."""
     nb = open_notebook(name)
-    run_all_and_check(nb)
+    saved = run_all_and_check(nb)
+    assert_as_its_reference(saved, name)
     assert drawn_plotly_outputs(nb).count() >= 1, f"{name} should draw its figures"
     assert_readable(nb)

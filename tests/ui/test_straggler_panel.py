@@ -12,7 +12,7 @@ import pytest
 from edit_lab.ui.lab import FIGURES, StragglerLab
 
 from .browser import RUN_IN_BROWSER_BY
-from .checks import PANEL_RUN_TIMEOUT_S, assert_readable, drawn_plotly_outputs, figure_state, run_all_and_check
+from .checks import PANEL_RUN_TIMEOUT_S, assert_as_its_reference, assert_readable, drawn_plotly_outputs, figure_state, run_all_and_check
 from .notebook_page import NotebookPage
 
 pytestmark = [pytest.mark.ui, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -28,7 +28,7 @@ def _slow_factor_control() -> tuple[str, float]:
 
 def test_straggler_panel_reruns_from_the_browser(open_notebook):
     nb = open_notebook(STRAGGLERS)
-    run_all_and_check(nb)
+    assert_as_its_reference(run_all_and_check(nb), STRAGGLERS)
     assert drawn_plotly_outputs(nb).count() >= 2, f"{STRAGGLERS} should draw straggler and loss figures"
     page = nb.page
     label, step = _slow_factor_control()
