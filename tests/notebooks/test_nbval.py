@@ -4,7 +4,8 @@ A reference is its lesson run with the test parameters, holding the outputs of t
 `nbval-check-output` only (`make nbval-refs` writes them, tests/nbval/refresh.py says which lessons and why).
 `pytest --nbval-lax` runs every cell of the reference in a fresh kernel and compares the tagged cells' outputs,
 after tests/nbval/sanitize.cfg's sanitizers, so a change that moves a lesson's number fails with nbval's diff.
-nbval runs the whole lesson, so its papermill run is deselected (tests/conftest.py); each inner run starts in
+nbval runs the whole lesson, so its papermill run is deselected (tests/conftest.py), and where chromium runs the
+browser tests, a lesson the browser runs is compared there instead (tests/nbval/compare.py); each inner run starts in
 a temporary folder, where the lesson writes its runs.
 """
 
