@@ -25,6 +25,7 @@ from edit_course import BENCHMARKS_PAGE
 from edit_course.verdict import Verdict, verdict
 from edit_lab.config import cores
 from edit_lab.records.analysis import comm_split, events_table, replica_table
+from edit_lab.records.examples import HERE as EXAMPLES_HERE
 from edit_lab.records.run import Run
 
 #: The page whose benchmark tables the paper boxes quote (`benchmark_rows`).
@@ -64,6 +65,20 @@ def step_noise_ms(run: Run, replica: int = 0) -> float:
     return q[2] - q[0]
 
 
+def costs_measured_here(run: Run) -> bool:
+    """A virtual run whose costs were calibrated from a run directory of this machine (not a shipped example, not
+    a costs file): its numbers carry that run's timings, so a claim on them is a timing claim too."""
+    src = run.config.clock_costs
+    if run.config.clock != "virtual" or not src or not Path(src).is_dir():
+        return False
+    return EXAMPLES_HERE.resolve() not in Path(src).resolve().parents
+
+
+def on_this_machine(run: Run) -> bool:
+    """Whether `run`'s timings depend on this machine: a wall-clock run, or a virtual one calibrated here."""
+    return run.config.clock != "virtual" or costs_measured_here(run)
+
+
 def timing_reason(run: Run, gap: float | None = None, unit: str = "ms", n_cores: int | None = None) -> str:
     """The likely reason a timing claim on `run` did not hold, computed from the run rather than guessed:
 
@@ -72,6 +87,9 @@ def timing_reason(run: Run, gap: float | None = None, unit: str = "ms", n_cores:
       waits longer; with a core each, only other work on the machine moves the numbers), and how much the
       run's own steps varied (`step_noise_ms`), beside `gap`, the difference the claim turned on, when given.
     """
+    if costs_measured_here(run):
+        return (f"the cost model's numbers, calibrated from {Path(run.config.clock_costs).name}, a run of this "
+                "machine: its measured steps and syncs decided")
     if run.config.clock == "virtual":
         return "the cost model's own numbers (virtual clock: no core shared, no step varies): the schedule decided"
     ranks, n = ranks_and_cores(run, n_cores)

@@ -20,7 +20,16 @@ from pathlib import Path
 import pandas as pd
 
 from edit_course import RESULTS as COURSE_RESULTS
-from edit_course.claims import SEED, SHORT, blocked_ms_per_step, larger, smaller, timing_reason
+from edit_course.claims import (
+    SEED,
+    SHORT,
+    blocked_ms_per_step,
+    costs_measured_here,
+    larger,
+    on_this_machine,
+    smaller,
+    timing_reason,
+)
 from edit_course.verdict import Verdict, verdict
 from edit_lab.config import cores  # noqa: F401  (the lessons import it from here)
 from edit_lab.records.analysis import capacity_bound, comm_split, replica_table, rounds_table
@@ -165,7 +174,7 @@ def more_tokens(aedit: Run, edit: Run) -> Verdict:
     """In the same seconds A-EDiT trains more tokens than EDiT: the fast replica's waits became steps."""
     a, e = tokens_per_s(aedit), tokens_per_s(edit)
     return larger("A-EDiT trains more tokens per second than EDiT", a, e, names=("A-EDiT", "EDiT"), unit="tokens/s",
-                  digits=0, timing=aedit.config.clock != "virtual",
+                  digits=0, timing=on_this_machine(aedit),
                   why_not=f"{timing_reason(aedit)}; {pace_moves(edit, aedit)}")
 
 
@@ -242,7 +251,7 @@ def bound_holds(edit: Run, aedit: Run, tolerance: float = 0.15) -> Verdict:
     b0, b1 = bound(edit), bound(aedit)
     return verdict("the capacity bound stays put between EDiT and A-EDiT (so a share of it ranks them)",
                    abs(b1 / b0 - 1) <= tolerance, f"EDiT's {b0:,.0f}, A-EDiT's {b1:,.0f} tokens/s ({b1 / b0 - 1:+.0%})",
-                   timing=aedit.config.clock != "virtual", why_not=f"{timing_reason(aedit)}; {pace_moves(edit, aedit)}")
+                   timing=on_this_machine(aedit), why_not=f"{timing_reason(aedit)}; {pace_moves(edit, aedit)}")
 
 
 # ------------------------------------------------------------------------------------ CO2
@@ -477,5 +486,6 @@ def slow_pace_stays(edit: Run, aedit: Run, tolerance: float = 0.05) -> Verdict:
                    abs(slow1 / slow0 - 1) <= tolerance,
                    f"its own pace under EDiT {slow0:,.0f}, under A-EDiT {slow1:,.0f} tokens/s "
                    f"({slow1 / slow0 - 1:+.0%}); "
-                   f"the capacity bound {b0:,.0f} and {b1:,.0f} tokens/s ({b1 / b0 - 1:+.0%})",
-                   why_not="a cost the virtual clock charges by schedule (a sync's own compute) counted in its pace")
+                   f"the capacity bound {b0:,.0f} and {b1:,.0f} tokens/s ({b1 / b0 - 1:+.0%})", timing=on_this_machine(aedit),
+                   why_not="a cost the virtual clock charges by schedule (a sync's own compute) counted in its pace"
+                   + (f"; {timing_reason(aedit)}" if costs_measured_here(aedit) else ""))

@@ -260,3 +260,24 @@ def test_wall_against_blocked_puts_the_rest_of_the_gap_on_compute():
     assert line.startswith(f"EDiT took {wa:.2f} s against sync's {wb:.2f} s ({wa - wb:+.2f} s)")
     assert f"the other {(wa - wb) - (ba - bb):+.2f} s is compute" in line
     assert f"a median step of {claims.median_step_ms(a):.1f} against {claims.median_step_ms(b):.1f} ms" in line
+
+
+def test_a_virtual_run_calibrated_on_this_machine_makes_timing_claims(tmp_path):
+    """06 races EDiT and A-EDiT on the virtual clock with costs calibrated from its own wall-clock run: those
+    numbers carry this machine's timings, so its verdicts are timing claims (a ✗ is then this machine's, told with
+    the run it came from); the shipped example's costs or none keep them the lesson's."""
+    from types import SimpleNamespace
+
+    from edit_course.claims import costs_measured_here, on_this_machine, timing_reason
+
+    def run(**kw):
+        return SimpleNamespace(config=RunConfig(**kw))
+
+    here = tmp_path / "edit-run"
+    here.mkdir()
+    calibrated = run(clock="virtual", clock_costs=str(here))
+    assert costs_measured_here(calibrated) and on_this_machine(calibrated)
+    assert "edit-run, a run of this machine" in timing_reason(calibrated)
+    for lesson_s in (run(clock="virtual"), run(clock="virtual", clock_costs=str(EXAMPLES / "edit-straggler"))):
+        assert not costs_measured_here(lesson_s) and not on_this_machine(lesson_s)
+    assert on_this_machine(run(clock="wall")) and not costs_measured_here(run(clock="wall"))

@@ -176,7 +176,8 @@ def test_the_virtual_race_claims_are_no_timings(examples):
     assert differ.ok == (cs.steps_of(edit) == cs.steps_of(sync)) and (differ.ok or "differ: mixed" in differ.numbers)
     pace = cs.slow_pace_stays(edit, aedit)
     slow = [cs.share_of_bound(r)[2] for r in (edit, aedit)]
-    assert not pace.timing and pace.ok == (abs(slow[1] / slow[0] - 1) <= 0.05)
+    # the shipped runs are wall-clock runs: on them the claim turns on this machine's timings (on_this_machine)
+    assert pace.timing and pace.ok == (abs(slow[1] / slow[0] - 1) <= 0.05)
     assert not pace.ok  # on two cores the slow replica computed slower under A-EDiT (part 0)
     assert cs.share_of_bound(edit)[1] == pytest.approx(cs.bound(edit))
 
