@@ -108,9 +108,9 @@ demo: $(STAMP) ## a short real comparison of the methods from the command line, 
 	$(PY) -m edit_lab demo
 
 # Three pytest workers (pytest-xdist) on 2 cores, each running whole test files, the longest first
-# (tests/conftest.py): the browser and notebook tests wait on kernels, servers and browsers much of the time.
-# With two, a fresh clone's suite kept about one core busy on average (782 s of CPU in 744 s of wall time on
-# 2026-12-03) and took 698 s of pytest. TEST_WORKERS=0 runs serially.
+# (tests/conftest.py): the browser and notebook tests wait on kernels, servers and browsers part of the time.
+# On 2026-12-03 a fresh clone's suite took 554 s of pytest on three, 709 s on four (the cores were the limit).
+# TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 3
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
