@@ -109,7 +109,8 @@ demo: $(STAMP) ## a short real comparison of the methods from the command line, 
 
 # Three pytest workers (pytest-xdist) on 2 cores, each running whole test files, the longest first
 # (tests/conftest.py): the browser and notebook tests wait on kernels, servers and browsers part of the time.
-# On 2026-12-03 a fresh clone's suite took 554 s of pytest on three, 709 s on four (the cores were the limit).
+# On 2026-12-03 a fresh clone's suite took 554 s of pytest on three; four, tried on that day's earlier, longer
+# suite, took 709 s where three had taken 658 s on a slightly smaller one (the cores are the limit).
 # TEST_WORKERS=0 runs serially.
 TEST_WORKERS ?= 3
 XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
