@@ -363,7 +363,8 @@ def blocked_about_pause(run: Run, fast: int = 0, slow: int = 1, rel_tol: float =
     what the straggler *added*: the blocked time beyond the baseline's (the all-reduce itself, which the
     fast replica waits for anyway). It holds where every rank has a core of its own; with fewer cores the
     fast replica computes while the straggler spins, and the straggler then computes alone, faster, so the
-    wait is shorter than the pause. On the virtual clock (no core is shared) it is no timing."""
+    wait is shorter than the pause. On the virtual clock (no core is shared) it is no timing, unless its costs were
+    measured on this machine (`on_this_machine`)."""
     def blocked_s(r: Run) -> float:
         return float(replica_table(r).set_index("replica").loc[fast, "blocked_s"])
 
@@ -375,8 +376,9 @@ def blocked_about_pause(run: Run, fast: int = 0, slow: int = 1, rel_tol: float =
                    pause > 0 and abs(blocked - pause) <= rel_tol * pause,
                    f"{blocked:.3f} s against {pause:.3f} s of pauses before its last step ({blocked / pause:.0%})"
                    if pause else "no pause recorded",
-                   why_not="the cost model's steps differ between the runs" if virtual else
-                   timing_reason(run, blocked - pause, "s"), timing=not virtual)
+                   why_not=("the cost model's steps differ between the runs"
+                            + (f"; {timing_reason(run)}" if costs_measured_here(run) else "")) if virtual else
+                   timing_reason(run, blocked - pause, "s"), timing=on_this_machine(run))
 
 
 def capacity_share(run: Run) -> float:
