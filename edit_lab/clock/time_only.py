@@ -212,20 +212,12 @@ class ChargedModel:
             self._reduce_scatter_grad(unit)
             if self._reshards(unit):
                 self._freed.discard(unit)
-        t_end = log.mark()
-        ready = dict(marks)
-        prev = ready.get(f"in{n_blocks + 1}", t_start)
-        log.add_span("compute_bwd", t_start, prev, unit=0, part="head")
-        for j in range(n_blocks, 0, -1):
-            start = ready.get(f"start{j}", prev)
-            t = ready.get(f"in{j}", start)
-            log.add_span("compute_bwd", start, t, unit=j)
-            prev = t
-        log.add_span("compute_bwd", ready.get("start0", prev), t_end, unit=0, part="embed")
+        self._log_backward_spans(dict(marks), t_start, log.mark())
         self._freed, self._ag_pending = set(), {}
         self.finish_backward()
 
     # the real engine's own code: they act on the shards and the shard-group collectives only
+    _log_backward_spans = ShardedModel._log_backward_spans
     finish_backward = ShardedModel.finish_backward
     grad_norm_ = ShardedModel.grad_norm_
 

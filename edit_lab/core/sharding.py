@@ -318,10 +318,16 @@ class ShardedModel:
         log.clock.charge("bwd", 0, "head")
         loss.backward()
         t_end = log.mark()
-        # Backward compute spans, from the moments the gradient reached each unit's input:
-        # "in{j}" = gradient w.r.t. the input of unit j (= output of unit j-1) is ready;
-        # "start{j}" = unit j's backward compute begins (after its re-gather, when resharded).
-        ready = dict(self._bwd_marks)
+        self._log_backward_spans(dict(self._bwd_marks), t_start, t_end)
+        self._held, self._ag_pending = {}, {}  # autograd has let go of the graph: every full buffer is gone
+        self._count()
+        self.finish_backward()
+
+    def _log_backward_spans(self, ready: dict[str, Any], t_start: Any, t_end: Any) -> None:
+        """Backward compute spans, from the moments the gradient reached each unit's input:
+        "in{j}" = gradient w.r.t. the input of unit j (= output of unit j-1) is ready;
+        "start{j}" = unit j's backward compute begins (after its re-gather, when resharded)."""
+        log, n_blocks = self.log, self.n_units - 1
         prev = ready.get(f"in{n_blocks + 1}", t_start)
         log.add_span("compute_bwd", t_start, prev, unit=0, part="head")
         for j in range(n_blocks, 0, -1):
@@ -330,9 +336,6 @@ class ShardedModel:
             log.add_span("compute_bwd", start, t, unit=j)
             prev = t
         log.add_span("compute_bwd", ready.get("start0", prev), t_end, unit=0, part="embed")
-        self._held, self._ag_pending = {}, {}  # autograd has let go of the graph: every full buffer is gone
-        self._count()
-        self.finish_backward()
 
     def finish_backward(self) -> None:
         for unit, h, out in self._rs_pending:
