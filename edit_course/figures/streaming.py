@@ -15,9 +15,9 @@ from edit_course.claims.streaming import loss_points, step_bytes, trained_steps
 from edit_lab.records.analysis import RunLike, as_runs, run_labels
 from edit_lab.viz.colors import run_colors
 from edit_lab.viz.layout import (
-    SUBPLOT_TITLE_PX,
     keep_corner_ticks_apart,
     legend_below,
+    style_subplot_titles,
     title_layout,
     title_text,
     top_margin,
@@ -77,7 +77,7 @@ def loss_time_bytes_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[s
     keep_corner_ticks_apart(fig)
     head = title or "Validation loss against time and against bytes"
     text = title_text(head, "the model the replicas agree on; ◆ after the final sync")
-    fig.update_annotations(font_size=SUBPLOT_TITLE_PX)
+    style_subplot_titles(fig)
     fig.update_layout(title=title_layout(text), template="plotly_white", height=420 + 22 * len(names),
                       autosize=True, legend=legend_below(), margin=dict(l=70, r=20, t=top_margin(text), b=40),
                       meta={"runs": names})

@@ -12,6 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from edit_lab.viz.layout import style_subplot_titles
+
 TAU_PANELS = (("local_bytes_per_step", "sync-group bytes per step"), ("blocked_s", "seconds blocked on the slow link"),
               ("final_val_loss", "final validation loss"))
 
@@ -29,11 +31,13 @@ def tau_sweep_figure(sweep: pd.DataFrame, method: str = "diloco", reference: str
         raise ValueError(f"sweep: no {reference!r} row to compare with; methods: {sorted(set(sweep['method']))}")
     ref = refs.iloc[0]
     fig = make_subplots(rows=1, cols=len(TAU_PANELS), subplot_titles=[t for _, t in TAU_PANELS])
+    style_subplot_titles(fig)
     for col, (y, _) in enumerate(TAU_PANELS, start=1):
         fig.add_trace(go.Scatter(x=d["tau"], y=d[y], mode="lines+markers", name=method, showlegend=col == 1,
                                  line=dict(color="#2CA02C")), row=1, col=col)
-        fig.add_hline(y=float(ref[y]), line=dict(dash="dot", color="#555555"), row=1, col=col,
-                      annotation_text=reference if col == 1 else None)
+        # the label only on the first panel: plotly 7 draws "new text" for an annotation_text of None
+        label = dict(annotation_text=reference) if col == 1 else {}
+        fig.add_hline(y=float(ref[y]), line=dict(dash="dot", color="#555555"), row=1, col=col, **label)
         fig.update_xaxes(title="τ", type="log", row=1, col=col)
     fig.update_layout(template="plotly_white", height=380,
                       title=f"The sync interval τ against {'synchronous training' if reference == 'sync' else reference} (dotted)")
@@ -49,6 +53,7 @@ def capacity_share_figure(table: pd.DataFrame, methods: Sequence[str], title: st
         raise ValueError(f"table: missing columns {missing}")
     settings = list(dict.fromkeys(table["setting"]))
     fig = make_subplots(rows=1, cols=len(settings), subplot_titles=settings, shared_yaxes=True)
+    style_subplot_titles(fig)
     for col, setting in enumerate(settings, start=1):
         part = table[table["setting"] == setting]
         for method in methods:

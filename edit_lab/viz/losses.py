@@ -17,12 +17,18 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from edit_lab.records.analysis import RunLike, as_runs, eval_table, metrics_table, run_labels
+from edit_lab.records.analysis import (
+    RunLike,
+    as_runs,
+    eval_table,
+    metrics_table,
+    run_labels,
+)
 from edit_lab.viz.colors import replica_color, run_colors
 from edit_lab.viz.layout import (
-    SUBPLOT_TITLE_PX,
     keep_corner_ticks_apart,
     legend_below,
+    style_subplot_titles,
     title_layout,
     title_text,
     top_margin,
@@ -83,7 +89,7 @@ def loss_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None 
     keep_corner_ticks_apart(fig)
     head = title or ("Loss: " + (names[0] if len(names) == 1 else f"{len(names)} runs"))
     text = title_text(head, "lines: training loss (mean over replicas); dashed with markers: validation loss")
-    fig.update_annotations(font_size=SUBPLOT_TITLE_PX)  # the subplot titles
+    style_subplot_titles(fig)  # the subplot titles
     # the legend (one entry per run and curve) in rows below the plot: the plots keep the whole width
     fig.update_layout(title=title_layout(text), template="plotly_white", height=440 + 22 * len(names),
                       autosize=True, legend=legend_below(), margin=dict(l=70, r=20, t=top_margin(text), b=40),

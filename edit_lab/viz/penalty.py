@@ -33,10 +33,10 @@ from plotly.subplots import make_subplots
 from edit_lab.records.analysis import RunLike, as_run, penalty_table, run_label
 from edit_lab.viz.colors import EXPOSED, replica_color
 from edit_lab.viz.layout import (
-    SUBPLOT_TITLE_PX,
     empty_figure,
     keep_corner_ticks_apart,
     legend_below,
+    style_subplot_titles,
     title_layout,
     title_text,
     top_margin,
@@ -164,7 +164,7 @@ def penalty_figure(run: RunLike, units: Iterable[int] | Literal["all"] | None = 
                                                                    if units is None else ""))
     text = title_text(head, f"{which}, one column each; red ✕ = outlier, its Δ is zeroed and weighs 0; {judged}dashed: "
                             f"threshold δ·f, f = max(1, std of the detector's last E z-scores){note}")
-    fig.update_annotations(font_size=SUBPLOT_TITLE_PX)  # the column titles
+    style_subplot_titles(fig)  # the column titles
     fig.update_layout(
         title=title_layout(text), barmode="stack", template="plotly_white", height=860, autosize=True,
         legend=legend_below(), margin=dict(l=70, r=20, t=top_margin(text), b=40),

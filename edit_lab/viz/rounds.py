@@ -48,16 +48,22 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from edit_lab.records.analysis import RunLike, as_run, as_runs, run_labels, trained_steps
+from edit_lab.records.analysis import (
+    RunLike,
+    as_run,
+    as_runs,
+    run_labels,
+    trained_steps,
+)
 from edit_lab.records.events import is_cross_replica
 from edit_lab.records.overlap import merge, subtract
 from edit_lab.records.run import Run
 from edit_lab.viz.colors import ROUND_COLORS, rgba
 from edit_lab.viz.layout import (
-    SUBPLOT_TITLE_PX,
     keep_corner_ticks_apart,
     legend_below,
     short_run_labels,
+    style_subplot_titles,
     title_layout,
     title_text,
     top_margin,
@@ -403,8 +409,8 @@ def rounds_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | Non
                          automargin=True, fixedrange=True, row=row, col=1)
     fig.update_xaxes(range=[w0, w1], showgrid=True, zeroline=False)
     fig.update_xaxes(title_text="seconds since the run's start (the same window for every run)", row=n, col=1)
-    for ann in fig.layout.annotations:  # the subplot titles, at the left like the row labels
-        ann.update(x=0, xanchor="left", font=dict(size=SUBPLOT_TITLE_PX))
+    style_subplot_titles(fig)
+    fig.update_annotations(x=0, xanchor="left")  # the subplot titles, at the left like the row labels
     keep_corner_ticks_apart(fig)
     methods = [r.config.method for r in rs]
     head = title or ("Rounds on one time axis: " + " vs ".join(methods) if n > 1 else f"Rounds of {names[0]}")

@@ -22,12 +22,18 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from edit_lab.records.analysis import RunLike, as_runs, replica_table, rounds_table, run_labels
+from edit_lab.records.analysis import (
+    RunLike,
+    as_runs,
+    replica_table,
+    rounds_table,
+    run_labels,
+)
 from edit_lab.viz.colors import replica_color
 from edit_lab.viz.layout import (
-    SUBPLOT_TITLE_PX,
     keep_corner_ticks_apart,
     legend_below,
+    style_subplot_titles,
     tick_labels,
     title_layout,
     title_text,
@@ -142,7 +148,7 @@ def _finish(fig: go.Figure, d: _Runs, text: str, height: int, bar_panels: Sequen
         fig.update_xaxes(tickmode="array", tickvals=d.names, ticktext=tick_labels(d.names), tickangle=0,
                          tickfont=dict(size=11), row=row, col=col)
     keep_corner_ticks_apart(fig)
-    fig.update_annotations(font_size=SUBPLOT_TITLE_PX)  # the subplot titles
+    style_subplot_titles(fig)  # the subplot titles
     fig.update_layout(title=title_layout(text), barmode="group", template="plotly_white", height=height,
                       autosize=True, legend=legend_below(), margin=dict(l=60, r=20, t=top_margin(text), b=40),
                       meta={"runs": d.names, "capacity_bound": d.bound, "achieved": d.achieved})

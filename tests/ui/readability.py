@@ -15,7 +15,8 @@ value is pushed out of view, is "drawn" and still useless. These checks measure 
 - every slider's value (`.widget-readout`) must be inside the viewport and inside every box that
   clips it, once the notebook is scrolled (vertically only) to the slider; every dropdown shows a
   value; every control (slider, dropdown, checkbox, button) must be inside the visible width; and no
-  label, readout, tab title or button text may be cut (`scrollWidth > clientWidth`: ellipsis).
+  label, readout, tab title or button text may be cut (`scrollWidth > clientWidth`: ellipsis);
+- no annotation reads "new text", what plotly.js draws for an annotation given no text.
 
 Hidden things (display none, visibility hidden, opacity 0, zero size) and empty texts are skipped;
 a Tab's hidden pages are checked by clicking through the tabs (`check_page`).
@@ -142,6 +143,10 @@ FIGURE_JS = r"""
     }
   }
   for (const b of boxes) {
+    // plotly.js draws this for an annotation that was given no text (add_hline(annotation_text=None) in plotly 7)
+    if (b.role === 'annotation' && b.text === 'new text') {
+      problems.push(`${name(b)} is plotly's placeholder: an annotation was given no text`);
+    }
     const r = bounds(b.q);
     const out = Math.max(fig.left - r.left, r.right - fig.right, fig.top - r.top, r.bottom - fig.bottom);
     if (out > TOL) problems.push(`${name(b)} is cut: it sticks out of the figure's box by ${Math.round(out)} px`);

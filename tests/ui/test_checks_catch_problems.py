@@ -58,7 +58,8 @@ def test_the_readability_check_names_what_a_reader_cannot_read(open_notebook, la
             "from plotly.subplots import make_subplots\nimport plotly.graph_objects as go\n"
             "f = make_subplots(rows=1, cols=2, subplot_titles=('left title that is long enough to run over',"
             " 'right title that is just as long'))\nf.add_trace(go.Bar(x=[1, 2], y=[3, 4]), row=1, col=1)\n"
-            "f.add_trace(go.Bar(x=[1, 2], y=[4, 3]), row=1, col=2)\nf.update_layout(width=500)"),
+            "f.add_trace(go.Bar(x=[1, 2], y=[4, 3]), row=1, col=2)\nf.update_layout(width=500)\n"
+            "f.add_annotation(x=1, y=3.5, showarrow=False, row=1, col=2)"),
         nbformat.v4.new_code_cell("go.Figure(go.Bar(x=['a', 'b'], y=[1, 2]), layout=dict(title='readable'))"),
         nbformat.v4.new_code_cell(
             "import ipywidgets as W\nW.HBox([W.FloatSlider(value=1.5, description=f'slider number {i} of two',"
@@ -75,6 +76,7 @@ def test_the_readability_check_names_what_a_reader_cannot_read(open_notebook, la
     assert re.search(r"cell 0, .*'left title that is long enough to run over' \[annotation\] overlaps "
                      r"'right title that is just as long' \[annotation\]", text.replace('"', "'")), text
     assert re.search(r"cell 0, .*the figure is 500 px wide", text), text
+    assert re.search(r"cell 0, .*'new text' \[annotation\] is plotly's placeholder", text.replace('"', "'")), text
     assert re.search(r"cell 2: the value '1.50' of the slider 'slider number 2 of two' is out of view",
                      text.replace('"', "'")), text
     assert not [p for p in problems if "cell 1" in p], text  # the readable figure: no false alarm

@@ -15,11 +15,12 @@ from edit_course.figures.concepts import (
     sync_schedule_figure,
     sync_straggler_figure,
 )
-from edit_course.figures.sweeps import tau_sweep_figure
+from edit_course.figures.sweeps import TAU_PANELS, tau_sweep_figure
 from edit_lab.core.mesh import Mesh
 from edit_lab.core.methods.local_sgd import in_warmup, is_anchor_step, is_sync_step
 from edit_lab.core.sharding import UnitLayout
 from edit_lab.model import build_model, get_size
+from edit_lab.viz.layout import SUBPLOT_TITLE_LIFT_PX, SUBPLOT_TITLE_PX
 
 
 def test_sync_straggler_figure_blocks_the_healthy_replica():
@@ -110,6 +111,13 @@ def test_tau_sweep_figure_against_the_sync_reference():
     assert list(fig.data[0].y) == [400.0, 80.0, 40.0] and list(fig.data[1].y) == [2.0, 0.4, 0.2]
     assert [s.y0 for s in fig.layout.shapes] == [800.0, 4.0, 3.0]  # the dotted sync lines
     assert [fig.layout[f"xaxis{k}"].type for k in ("", "2", "3")] == ["log"] * 3
+    # the three panel titles sit above their panels, clear of a top tick's label (they touched it by 2 px in CI);
+    # the dotted line's label "sync" stays where plotly puts it
+    titles = {a.text: a for a in fig.layout.annotations}
+    assert all(titles[t].yshift == SUBPLOT_TITLE_LIFT_PX and titles[t].font.size == SUBPLOT_TITLE_PX
+               for _, t in TAU_PANELS)
+    assert titles["sync"].yshift is None
+    assert len(fig.layout.annotations) == 4  # no label on the other two dotted lines (plotly 7 wrote "new text")
     with pytest.raises(ValueError, match="no 'sync' row"):
         tau_sweep_figure(_tau_sweep().iloc[1:])
 
