@@ -318,4 +318,15 @@ def shutdown() -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    # no interpreter teardown: with torch loaded it took over 5 s on an overloaded machine, and a killed
+    # launcher's server must be gone at once (every message was written with os.write, nothing is buffered)
+    code = 0
+    try:
+        serve()
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()  # to the launcher's error file
+        sys.stderr.flush()
+        code = 1
+    os._exit(code)
