@@ -6,13 +6,13 @@ run (each step all-reduces every unit's gradient shard over the sync group, all 
 - a transfer starts on the link when its real collective has completed and the link is free, and
   ends (event `t1`) exactly latency + bytes/bandwidth later, so measured from its start on the link,
   i.e. max(its issue time, the end of the previous transfer), it lasts *at least* that long;
-- it lasts at most that long plus the real collective's own time: a transfer queued behind another
-  (every one but the first of a step) lasts exactly the model's time, so the median transfer does;
-  the first of a step adds its real collective, which includes waiting for the other replica to
-  arrive, so that bound is checked on the member of the sync group that arrived last (the smaller
-  duration: both share the same deadline), against the run's own slowest real collective of the
-  shard group (the same backend on the same machine at the same time, no link): the OS scheduling of
-  a loaded machine stretches both, and no model controls it;
+- it is never charged twice: a transfer queued behind another (every one but the first of a step) lasts
+  exactly the model's time, so the median transfer does; the first of a step adds its real collective,
+  which includes waiting for the other replica to arrive and whatever the OS scheduling of a loaded machine
+  adds, so it is only bounded by a second transfer time (what charging it twice would add), on the member of
+  the sync group that arrived last (the smaller duration: both share the same deadline). A tighter bound, the
+  run's slowest real shard-group collective plus 3 ms, failed once in a fresh clone's `make test` (5 ms over):
+  it measured the machine, not the model;
 - transfers queue: within a step the deadlines follow each other by exactly one transfer time;
 - `wait()` really blocks until the deadline (the optimizer step starts after the last one), so each
   step lasts at least the sum of its transfer times;
@@ -77,9 +77,7 @@ def _shard_group_collectives(run) -> list[dict]:
     return run.events_of("all_gather") + run.events_of("reduce_scatter")
 
 
-def test_transfers_last_at_most_the_real_collective_more(link_run):
-    # a real collective of this run, on this machine, at this time, without any link: the slowest of them
-    real_s = max(e["t1"] - e["t0"] for e in _shard_group_collectives(link_run))
+def test_transfers_are_never_charged_twice(link_run):
     by_key: dict[tuple[int, int, int], list[float]] = defaultdict(list)  # (shard, step, unit) = one sync group's transfer
     for evs in _sync_transfers(link_run).values():
         for e in evs:
@@ -89,7 +87,7 @@ def test_transfers_last_at_most_the_real_collective_more(link_run):
         assert len(members) == link_run.config.replicas
         link_s, nbytes = min(members)  # the member that arrived last did not wait for its peer
         excess.append(link_s / _transfer_s(nbytes) - 1.0)
-        assert link_s <= _transfer_s(nbytes) + real_s + 0.003, (key, members, real_s)
+        assert link_s < 2 * _transfer_s(nbytes), (key, members)
     excess.sort()
     # the queued transfers (two of every step's three) add nothing to the model
     assert excess[len(excess) // 2] == pytest.approx(0.0, abs=1e-6), excess
