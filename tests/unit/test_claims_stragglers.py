@@ -51,6 +51,7 @@ def test_stops_rounds_and_steps_of_the_shipped_runs(examples):
 def test_the_clock_claims_are_timings(examples):
     edit, aedit, sync = examples["edit"], examples["aedit"], examples["sync"]
     for v in (cs.longer_stops(edit, sync), cs.waits_less(aedit, edit), cs.more_tokens(aedit, edit),
+              cs.fast_trains_more(aedit, 2.0), cs.fast_trains_more(edit, 2.0),
               cs.bound_moves(edit, aedit), cs.bound_holds(edit, aedit), cs.lower_loss(aedit, edit, ("A-EDiT", "EDiT"))):
         assert v.timing, v.claim
     moved = cs.bound(aedit) / cs.bound(edit) - 1
@@ -231,3 +232,25 @@ def test_the_local_step_ratio_leaves_out_the_lockstep_warm_up(examples):
     paces = cs.own_paces(aedit)
     assert cs.pace_ratio(aedit) == pytest.approx(paces[0] / paces[-1]) and 1 < cs.pace_ratio(aedit) < 2.0
     assert f"their own paces {cs.pace_ratio(aedit):.2f}× apart" in cs.fast_trains_more(aedit, 2.0).numbers
+    # the shipped runs are wall-clock runs: a miss names the paces and this machine's cores, not a short run
+    miss = cs.fast_trains_more(examples["edit"], 2.0)
+    assert not miss.ok and miss.timing and miss.why_not.startswith("the replicas' own paces were ")
+    assert "ranks on" in miss.why_not and cs.SHORT not in miss.why_not
+
+
+def test_who_trains_more_steps_is_a_timing_only_where_the_seconds_are_this_machines(examples, tmp_path):
+    """On the virtual clock with the cost model's own numbers the schedule decides how many steps fit in a round;
+    on a wall-clock run (the shipped ones) this machine's paces decide."""
+    import shutil
+
+    aedit = examples["aedit"]
+    assert cs.fast_trains_more(aedit, 2.0).timing
+    virtual = tmp_path / "aedit-virtual"
+    shutil.copytree(aedit.path, virtual)
+    cfg = json.loads((virtual / "config.json").read_text())
+    cfg.update(clock="virtual", clock_costs=None)
+    (virtual / "config.json").write_text(json.dumps(cfg))
+    v = cs.fast_trains_more(Run(virtual), 2.0)
+    assert not v.timing and v.ok == cs.fast_trains_more(aedit, 2.0).ok and v.numbers == cs.fast_trains_more(aedit, 2.0).numbers
+    slow_only = cs.fast_trains_more(examples["edit"], 2.0)
+    assert not slow_only.ok and slow_only.timing
