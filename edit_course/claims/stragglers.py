@@ -136,12 +136,12 @@ def fast_trains_more(aedit: Run, factor: float) -> Verdict:
     apart for a 2× straggler, and the two replicas trained 94 and 97 steps."""
     steps = steps_of(aedit)
     ratio = steps[0] / max(steps[-1], 1)
-    here = on_this_machine(aedit)
+    here, paces = on_this_machine(aedit), pace_ratio(aedit)
     return verdict("under A-EDiT the fast replica trains more steps than the slow one", steps[0] > steps[-1] + 1,
                    f"steps {steps_text(steps)}: {ratio:.2f}×, {local_step_ratio(aedit):.2f}× after the "
-                   f"W = {aedit.config.warmup_steps} lockstep warm-up steps; their own paces {pace_ratio(aedit):.2f}× "
+                   f"W = {aedit.config.warmup_steps} lockstep warm-up steps; their own paces {paces:.2f}× "
                    f"apart (the straggler stretches its own compute {factor:g}×, not the rest of a step)",
-                   timing=here, why_not=(f"the replicas' own paces were {pace_ratio(aedit):.2f}× apart, not "
+                   timing=here, why_not=(f"the replicas' own paces were {paces:.2f}× apart, not "
                                          f"{factor:g}×: {timing_reason(aedit)}") if here else SHORT)
 
 

@@ -17,13 +17,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from edit_lab.records.analysis import (
-    RunLike,
-    as_runs,
-    eval_table,
-    metrics_table,
-    run_labels,
-)
+from edit_lab.records.analysis import RunLike, as_runs, eval_table, metrics_table, run_labels
 from edit_lab.viz.colors import replica_color, run_colors
 from edit_lab.viz.layout import (
     keep_corner_ticks_apart,

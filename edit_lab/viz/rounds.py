@@ -48,13 +48,7 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from edit_lab.records.analysis import (
-    RunLike,
-    as_run,
-    as_runs,
-    run_labels,
-    trained_steps,
-)
+from edit_lab.records.analysis import RunLike, as_run, as_runs, run_labels, trained_steps
 from edit_lab.records.events import is_cross_replica
 from edit_lab.records.overlap import merge, subtract
 from edit_lab.records.run import Run

@@ -22,13 +22,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from edit_lab.records.analysis import (
-    RunLike,
-    as_runs,
-    replica_table,
-    rounds_table,
-    run_labels,
-)
+from edit_lab.records.analysis import RunLike, as_runs, replica_table, rounds_table, run_labels
 from edit_lab.viz.colors import replica_color
 from edit_lab.viz.layout import (
     keep_corner_ticks_apart,
