@@ -66,6 +66,7 @@ import ast
 import inspect
 import math
 import textwrap
+import threading
 from collections.abc import Callable, Sequence
 
 WEIGHTING_SIGNATURE = "fn(norms, temperature, anomalous) -> one weight per replica"
@@ -100,6 +101,13 @@ def rule_source(fn: Callable) -> str:
         raise RuleError(f"the source of {fn.__name__} cannot be read ({e}): define it in a cell or a file") from e
 
 
+#: One `ast.parse` (or compile of a tree) at a time in this process. The virtual clock runs every rank as a thread
+#: of one process, and each compiles its rule at the same moment; CPython 3.11 keeps the AST constructor's
+#: recursion depth in state the threads share, so two parses at once can fail with "SystemError: AST constructor
+#: recursion depth mismatch" (python/cpython#106905; seen in `make test` on 2026-12-04).
+_PARSING = threading.Lock()
+
+
 def load_rule(source: str, what: str = "rule", names: dict | None = None) -> Callable:
     """Compile `source` (exactly one top-level `def`; imports may precede it) and return that function.
 
@@ -107,7 +115,8 @@ def load_rule(source: str, what: str = "rule", names: dict | None = None) -> Cal
     if not isinstance(source, str):
         raise RuleError(f"the {what} must be Python source text, got {type(source).__name__}")
     try:
-        tree = ast.parse(source)
+        with _PARSING:
+            tree = ast.parse(source)
     except SyntaxError as e:
         raise RuleError(f"the {what} does not parse: {e.msg} (line {e.lineno})") from e
     defs = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
@@ -116,7 +125,9 @@ def load_rule(source: str, what: str = "rule", names: dict | None = None) -> Cal
         raise RuleError(f"the {what} must be one function defined with def (imports may come first), "
                         f"found {len(defs)} function(s) and {len(others)} other statement(s)")
     namespace: dict = {"math": math, **(names or {}), "__name__": "edit_lab_rule"}
-    exec(compile(tree, f"<{what}>", "exec"), namespace)  # noqa: S102 - the reader's own code, on their own machine
+    with _PARSING:  # compiling a tree walks it back with the same shared depth
+        code = compile(tree, f"<{what}>", "exec")
+    exec(code, namespace)  # noqa: S102 - the reader's own code, on their own machine
     return namespace[defs[0].name]
 
 

@@ -471,3 +471,50 @@ def test_the_sync_schedule_rule_is_for_edit_and_aedit_only_and_the_preview_model
     assert simulate(cfg.replace(sync_schedule_rule=src), costs).summary == simulate(cfg, costs).summary
     assert (simulate(cfg.replace(sync_schedule_rule=without), costs).summary
             == simulate(cfg.replace(prefetch=False), costs).summary != simulate(cfg, costs).summary)
+
+
+def test_rules_are_parsed_and_compiled_one_at_a_time(monkeypatch):
+    """The virtual clock's ranks are threads of one process, each loading its rule at once. CPython 3.11 shares
+    the AST constructor's recursion depth between threads, so parses side by side can fail with "AST constructor
+    recursion depth mismatch" (python/cpython#106905, seen in a `make test` run): `load_rule` parses and
+    compiles under one lock. Here each parse and compile waits a moment, so without the lock they would overlap."""
+    import ast
+    import builtins
+    import threading
+    import time
+
+    from edit_lab import hooks
+
+    inside, most = [0], [0]  # threads inside a parse or compile now, and the most at once
+    guard, mine = threading.Lock(), threading.local()  # ast.parse itself calls compile: count a thread once
+
+    def slowly(real):
+        def run(*args, **kwargs):
+            outer = not getattr(mine, "depth", 0)
+            mine.depth = getattr(mine, "depth", 0) + 1
+            if outer:
+                with guard:
+                    inside[0] += 1
+                    most[0] = max(most[0], inside[0])
+            time.sleep(0.01)
+            try:
+                return real(*args, **kwargs)
+            finally:
+                mine.depth -= 1
+                if outer:
+                    with guard:
+                        inside[0] -= 1
+        return run
+
+    monkeypatch.setattr(hooks.ast, "parse", slowly(ast.parse))
+    monkeypatch.setattr(builtins, "compile", slowly(builtins.compile))
+    source = "def rule(step, replica, compute_s):\n    return 0.0\n"
+    got: list = []
+    threads = [threading.Thread(target=lambda: got.append(hooks.load_rule(source, "straggler rule")(1, 0, 0.1)))
+               for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [0.0] * 6
+    assert most[0] == 1, f"{most[0]} parses or compiles ran at once"
