@@ -27,7 +27,10 @@ CHROMIUM_ARGS = [
     "--disable-dev-shm-usage",  # /dev/shm is tiny in many containers
 ]
 
-VIEWPORT = {"width": 1400, "height": 1300}  # tall enough for the whole StragglerLab panel
+#: Tall enough for the whole StragglerLab panel, and as wide as the narrowest readability check
+#: (readability.VIEWPORTS, with JupyterLab's file browser open, as it opens): that check then only changes the
+#: height, and each plotly figure relayouts for it once less (about 2 s of chromium's CPU a notebook on 2 cores).
+VIEWPORT = {"width": 1280, "height": 1300}
 
 
 #: Which test file of this folder runs which notebooks top to bottom through JupyterLab's menus (every cell,

@@ -291,15 +291,18 @@ VIEWPORTS = {
 }
 
 
-def set_file_browser(page: Any, want_open: bool) -> None:
-    """Open or close JupyterLab's file browser (the left sidebar) by clicking its tab, as a reader does."""
+def set_file_browser(page: Any, want_open: bool, size: dict | None = None) -> None:
+    """Open or close JupyterLab's file browser (the left sidebar) by clicking its tab, as a reader does; with
+    `size`, the window takes that size at the same moment (see `set_viewport`)."""
     panel = page.locator("#filebrowser")
     is_open = panel.count() > 0 and panel.is_visible()
     if is_open != want_open:
         page.locator('.jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id="filebrowser"]').click()
-        deadline = time.monotonic() + 10
-        while (panel.count() > 0 and panel.is_visible()) != want_open and time.monotonic() < deadline:
-            time.sleep(0.1)
+    if size is not None:
+        page.set_viewport_size(size)
+    deadline = time.monotonic() + 10
+    while (panel.count() > 0 and panel.is_visible()) != want_open and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 #: How long the figures' sizes must stay the same before a check reads them. Plotly relayouts once per
@@ -348,9 +351,10 @@ def view_shot(nb: Any, label: str, locator: Any) -> None:
 
 
 def set_viewport(page: Any, name: str) -> None:
+    """The window size and file browser of viewport `name`, changed together: the figures relayout once for both
+    (one after the other, each figure relayouts twice, and chromium spends a quarter more CPU on it)."""
     size, files = VIEWPORTS[name]
-    page.set_viewport_size(size)
-    set_file_browser(page, files)
+    set_file_browser(page, files, size)
     settle(page)
 
 
