@@ -291,20 +291,6 @@ VIEWPORTS = {
 }
 
 
-def set_file_browser(page: Any, want_open: bool, size: dict | None = None) -> None:
-    """Open or close JupyterLab's file browser (the left sidebar) by clicking its tab, as a reader does; with
-    `size`, the window takes that size at the same moment (see `set_viewport`)."""
-    panel = page.locator("#filebrowser")
-    is_open = panel.count() > 0 and panel.is_visible()
-    if is_open != want_open:
-        page.locator('.jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id="filebrowser"]').click()
-    if size is not None:
-        page.set_viewport_size(size)
-    deadline = time.monotonic() + 10
-    while (panel.count() > 0 and panel.is_visible()) != want_open and time.monotonic() < deadline:
-        time.sleep(0.1)
-
-
 #: How long the figures' sizes must stay the same before a check reads them. Plotly relayouts once per
 #: resize, in one pass; half a second without a change is well past it, even on a busy 2-core machine.
 SETTLED_S = 0.5
@@ -354,7 +340,13 @@ def set_viewport(page: Any, name: str) -> None:
     """The window size and file browser of viewport `name`, changed together: the figures relayout once for both
     (one after the other, each figure relayouts twice, and chromium spends a quarter more CPU on it)."""
     size, files = VIEWPORTS[name]
-    set_file_browser(page, files, size)
+    panel = page.locator("#filebrowser")  # JupyterLab's file browser (the left sidebar), opened as a reader does
+    if (panel.count() > 0 and panel.is_visible()) != files:
+        page.locator('.jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id="filebrowser"]').click()
+    page.set_viewport_size(size)
+    deadline = time.monotonic() + 10
+    while (panel.count() > 0 and panel.is_visible()) != files and time.monotonic() < deadline:
+        time.sleep(0.1)
     settle(page)
 
 
