@@ -1,7 +1,7 @@
 """What the browser tests check on a notebook page, shared by the test files of this folder.
 
-Split into several test files so that `make test`'s two pytest workers (xdist, one file each at a time)
-run them side by side; each file starts its own JupyterLab server and chromium (conftest.py).
+Split into several test files so that `make test`'s pytest workers (xdist, one file each at a time) run them
+side by side; each worker starts one JupyterLab server, one chromium and one JupyterLab tab (conftest.py).
 """
 
 from __future__ import annotations

@@ -117,6 +117,8 @@ class LabServer:
                 # nothing reaches the network: no update check, no package index for the extension manager
                 "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
                 "--LabApp.extension_manager=readonly", "--ServerApp.terminals_enabled=False",
+                # `window.jupyterapp`: a test opens its next notebook in the tab the last one used (NotebookPage)
+                "--LabApp.expose_app_in_browser=True",
                 "--log-level=WARN"] + (["--allow-root"] if os.geteuid() == 0 else [])
 
     def start(self) -> "LabServer":

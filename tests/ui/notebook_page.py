@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,16 +71,40 @@ class Problems:
         return "\n".join(f"- {t}" for t in self.items)
 
 
-class NotebookPage:
-    """`name` (a path under the server's root) open in its own browser tab."""
+# Open a notebook, or close one (its tab disposed unsaved: the test saved what it reads), in a JupyterLab that is
+# already loaded in the tab, through the app the server exposes (`--LabApp.expose_app_in_browser`).
+_OPEN_JS = """
+async (path) => { await window.jupyterapp.commands.execute('docmanager:open', {path, factory: 'Notebook'}); }
+"""
+_CLOSE_JS = """
+(path) => { for (const w of Array.from(window.jupyterapp.shell.widgets('main'))) {
+  if (w.context && w.context.path === path) { w.context.model.dirty = false; w.dispose(); } } }
+"""
 
-    def __init__(self, context: Any, server: Any, name: str, artifacts: Path, prefix: str) -> None:
+
+class NotebookPage:
+    """`name` (a path under the server's root) open in a browser tab: a tab of its own, or `tab`, one that an
+    earlier NotebookPage of the same server used and closed.
+
+    Why share a tab: a fresh tab loads and starts JupyterLab again, about 8 s of chromium's CPU on 2 cores, for
+    each of the dozen notebooks the browser tests open. In a shared tab the next notebook opens as a reader opens
+    a second one (`docmanager:open`, what the file browser's double click runs), after the last one's panel was
+    closed and its kernel shut down; the window's size and file browser are put back as a fresh tab has them
+    (conftest.py)."""
+
+    def __init__(self, context: Any, server: Any, name: str, artifacts: Path, prefix: str,
+                 tab: Any = None) -> None:
         self.context, self.server, self.name = context, server, name
         self.artifacts, self.prefix = artifacts, prefix
-        self.page = context.new_page()
+        self.shared = tab is not None
+        self.page = tab if tab is not None else context.new_page()
         self.console_errors: list[str] = []
-        self.page.on("console", lambda m: self.console_errors.append(m.text[:300]) if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.console_errors.append(f"page error: {str(e)[:300]}"))
+        self._listeners = {
+            "console": lambda m: self.console_errors.append(m.text[:300]) if m.type == "error" else None,
+            "pageerror": lambda e: self.console_errors.append(f"page error: {str(e)[:300]}"),
+        }
+        for event, listener in self._listeners.items():
+            self.page.on(event, listener)
         self.shots: list[Path] = []
 
     # ---------------------------------------------------------------- state
@@ -117,9 +142,21 @@ class NotebookPage:
     def open(self, timeout_s: float = 180.0) -> None:
         """Load the notebook page and wait for all its cells and an idle kernel."""
         expected = len(json.loads((self.server.root_dir / self.name).read_text())["cells"])
-        self.page.goto(self.server.url(f"lab/tree/{self.name}"), timeout=timeout_s * 1000)
+        if self.shared and self.page.url.startswith(self.server.base_url) and \
+                self.page.evaluate("() => Boolean(window.jupyterapp && window.jupyterapp.shell)"):
+            self.page.evaluate(_OPEN_JS, self.name)
+        elif self.shared:
+            self.page.goto(self.server.url(f"lab/tree/{self.name}"), timeout=timeout_s * 1000)
+        else:  # a workspace of its own: in the shared tab's, JupyterLab would move this tab to a new one
+            # (a navigation in the middle of the checks)
+            workspace = f"{self.prefix}-{uuid.uuid4().hex[:8]}"
+            self.page.goto(self.server.url(f"lab/workspaces/{workspace}/tree/{self.name}"), timeout=timeout_s * 1000)
         self.wait_for(lambda: len(self.cells()) == expected and self.kernel_state() == "idle", timeout_s,
                    f"{self.name}: {expected} cells on the page and an idle kernel")
+        # alone, as a reader opening it has it: no notebook of an earlier test restored beside it, rendering and
+        # running a kernel of its own (a fresh tab in the workspace earlier tabs saved reopened them all)
+        panels = self.page.locator(".jp-NotebookPanel").count()
+        assert panels == 1, f"{self.name}: {panels} notebooks are open in the tab, expected this one alone"
 
     def run_all(self, timeout_s: float) -> None:
         """Run → Run All Cells from the menu bar, then wait until every queued cell has finished."""
@@ -169,11 +206,20 @@ class NotebookPage:
                 pass
 
     def close(self) -> None:
-        self.shutdown_kernel()
+        """Shut the kernel down and close the tab; a shared tab stays open, without this notebook's panel."""
         try:
-            self.page.close()
-        except Exception:  # noqa: BLE001
+            if self.shared:
+                self.page.evaluate(_CLOSE_JS, self.name)
+            else:
+                self.page.close()
+        except Exception:  # noqa: BLE001 - the kernel must be shut down whatever the page did
             pass
+        self.shutdown_kernel()
+        for event, listener in self._listeners.items():
+            try:
+                self.page.remove_listener(event, listener)
+            except Exception:  # noqa: BLE001
+                pass
 
     # ---------------------------------------------------------------- checks
     def errors_shown(self) -> list[str]:

@@ -339,7 +339,11 @@ def view_shot(nb: Any, label: str, locator: Any) -> None:
 def set_viewport(page: Any, name: str) -> None:
     """The window size and file browser of viewport `name`, changed together: the figures relayout once for both
     (one after the other, each figure relayouts twice, and chromium spends a quarter more CPU on it)."""
-    size, files = VIEWPORTS[name]
+    set_view(page, *VIEWPORTS[name])
+
+
+def set_view(page: Any, size: dict, files: bool) -> None:
+    """The window's `size` ({"width", "height"}) and JupyterLab's file browser open (`files`) or closed."""
     panel = page.locator("#filebrowser")  # JupyterLab's file browser (the left sidebar), opened as a reader does
     if (panel.count() > 0 and panel.is_visible()) != files:
         page.locator('.jp-SideBar.jp-mod-left .lm-TabBar-tab[data-id="filebrowser"]').click()
