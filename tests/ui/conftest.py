@@ -20,7 +20,7 @@ from edit_course.tools.notebooks import NOTEBOOKS, parameterize, test_parameters
 
 from .browser import VIEWPORT, find_chromium, launch_context
 from .lab_server import LabServer
-from .notebook_page import NotebookPage
+from .notebook_page import NotebookPage, lab_is_loaded
 from .readability import set_view
 
 
@@ -120,7 +120,7 @@ class LabTab:
             self.close()
         if self.page is None:
             self.page = self.context.new_page()
-        elif self.page.evaluate("() => Boolean(window.jupyterapp)"):
+        elif lab_is_loaded(self.page):
             set_view(self.page, VIEWPORT, True)
         return self.page
 

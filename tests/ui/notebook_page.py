@@ -82,6 +82,11 @@ _CLOSE_JS = """
 """
 
 
+def lab_is_loaded(page: Any) -> bool:
+    """Whether JupyterLab has started in `page` (a test server's app, exposed as `window.jupyterapp`)."""
+    return page.evaluate("() => Boolean(window.jupyterapp && window.jupyterapp.shell)")
+
+
 class NotebookPage:
     """`name` (a path under the server's root) open in a browser tab: a tab of its own, or `tab`, one that an
     earlier NotebookPage of the same server used and closed.
@@ -142,8 +147,7 @@ class NotebookPage:
     def open(self, timeout_s: float = 180.0) -> None:
         """Load the notebook page and wait for all its cells and an idle kernel."""
         expected = len(json.loads((self.server.root_dir / self.name).read_text())["cells"])
-        if self.shared and self.page.url.startswith(self.server.base_url) and \
-                self.page.evaluate("() => Boolean(window.jupyterapp && window.jupyterapp.shell)"):
+        if self.shared and self.page.url.startswith(self.server.base_url) and lab_is_loaded(self.page):
             self.page.evaluate(_OPEN_JS, self.name)
         elif self.shared:
             self.page.goto(self.server.url(f"lab/tree/{self.name}"), timeout=timeout_s * 1000)
