@@ -3,7 +3,8 @@ reported on the other, as D11 was (`benchmarks/penalty_rule.py`).
 
 Two replay sets, each split into seeds that choose and seeds held out:
 
-- **made-up episodes** (`edit_course.panels.detector_series.replay_set`, seeds 0–4 choose, 5–9 held out): at R = 2, 3 and 4,
+- **made-up episodes** (`edit_course.panels.detector_series.replay_set`, seeds 0–4 choose, 5–9 held out): at R = 2, 3, 4
+  and 8 (8 added after the choice),
   a bad replica's episode that ends (×1.6, ×2, ×3; 1, 3, 5 and 10 syncs), a ramp, an onset before the detector is
   armed, a norm that falls (×1/2, ×1/3) and a rise every replica shares. Measured: cases where a healthy replica
   is still flagged two syncs after the episode ended (locked out), healthy replica-syncs flagged, the bad
@@ -35,17 +36,23 @@ from edit_course.panels.detector_series import REPLAY_SEEDS, replay_set, score  
 from edit_lab.core.penalty import PenaltyConfig  # noqa: E402
 
 RESULT = ROOT / "benchmarks" / "results" / "penalty_every_r.json"
+#: The widths of the made-up set: R = 8 joined after D15 was chosen (review-fidelity U9); its rows are reported,
+#: the choice among the D15 settings is the same.
+WIDTHS = (2, 3, 4, 8)
 
 
 def candidates() -> dict[str, PenaltyConfig]:
     """The authors' detector, D10, D11 as first chosen, D11 with the entry test alone, then D15's grid."""
     out = {"authors' detector (α 0.02, E 120, G)": PenaltyConfig.authors(),
            "D10 (each unit on its own history)": PenaltyConfig(peers=False),
-           "D11 as first chosen (κ_e 0, no memory)": PenaltyConfig(enter_ratio=0.0, memory_threshold=0.0),
-           "D11 + κ_e 1.3 (no memory)": PenaltyConfig(enter_ratio=1.3, memory_threshold=0.0)}
+           "D11 as first chosen (κ_e 0, no memory)": PenaltyConfig(enter_ratio=0.0, memory_threshold=0.0,
+                                                                   majority_ratio=0.0),
+           "D11 + κ_e 1.3 (no memory)": PenaltyConfig(enter_ratio=1.3, memory_threshold=0.0, majority_ratio=0.0)}
     for ke in (1.2, 1.3):
         for dm in (0.5, 1.0, 1.5, 2.0):
-            out[f"D15 κ_e {ke:g}, δ_m {dm:g}"] = PenaltyConfig(enter_ratio=ke, memory_threshold=dm)
+            # D15 as it was decided: without D16's majority test (benchmarks/penalty_edges.py adds it)
+            out[f"D15 κ_e {ke:g}, δ_m {dm:g}"] = PenaltyConfig(enter_ratio=ke, memory_threshold=dm,
+                                                               majority_ratio=0.0)
     return out
 
 
@@ -54,7 +61,7 @@ def measure() -> list[dict[str, Any]]:
     rows = rows["rows"] if isinstance(rows, dict) else rows
     real_parts = {"choose": [r for r in rows if r["seed"] in pr.CHOOSE],
                   "held_out": [r for r in rows if r["seed"] in pr.HELD_OUT]}
-    made = {part: replay_set(seeds) for part, seeds in REPLAY_SEEDS.items()}
+    made = {part: replay_set(seeds, WIDTHS) for part, seeds in REPLAY_SEEDS.items()}
     out = []
     for label, cfg in candidates().items():
         entry: dict[str, Any] = {"label": label, "penalty": vars(cfg).copy()}

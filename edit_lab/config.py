@@ -252,13 +252,16 @@ class RunConfig:
     penalty_stay_ratio: float = knob(1.3, "kappa_s: a flagged replica stays out while a unit of it is above kappa_s "
                                      "times its peers' median (0: no; with penalty_peers)", section=S_PENALTY,
                                      checked_by="penalty")
-    penalty_enter_ratio: float = knob(1.3, "kappa_e: a replica is newly flagged only on a unit above kappa_e times its "
+    penalty_enter_ratio: float = knob(1.6, "kappa_e: a replica is newly flagged only on a unit above kappa_e times its "
                                       "peers' median, so one in line with its peers never is (0: no such test; with "
                                       "penalty_peers)", section=S_PENALTY, checked_by="penalty")
-    penalty_memory_threshold: float = knob(1.0, "delta_m: with fewer than 3 peers (no majority) a replica is newly "
+    penalty_memory_threshold: float = knob(1.5, "delta_m: with fewer than 3 peers (no majority) a replica is newly "
                                            "flagged only where its own G/k is above its own history's mean by "
                                            "delta_m sigma (0: not asked; with penalty_peers)", section=S_PENALTY,
                                            checked_by="penalty")
+    penalty_majority_ratio: float = knob(1.5, "kappa_m: with 3 peers or more (a majority) a replica is flagged on a "
+                                         "unit above kappa_m times their median, its detector armed or not (0: no; "
+                                         "with penalty_peers)", section=S_PENALTY, checked_by="penalty")
     penalty_weighting_rule: str | None = knob(
         None, "the source of a Python function fn(norms, temperature, anomalous) -> one weight per replica, run on "
         "every rank instead of the softmax weights (edit_lab.hooks; None: the library's softmax_weights)",

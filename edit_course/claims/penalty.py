@@ -310,10 +310,13 @@ def bad_data_witnesses(run: Run, replica: int, last: int = 8) -> tuple[Verdict, 
                f"{'named it too' if named else 'would not have named it'}")
 
 
-# ------------------------------------------------------------------------------------ why each verdict (D15)
+# ------------------------------------------------------------------------------------ why each verdict (D15, D16)
 #: The short reasons of `decisions`, one per (sync, unit, replica) record. A flagged replica is out of every unit
-#: (whole replica); the reason says which test put it there, or that another unit did.
+#: (whole replica); the reason says which test put it there, or that another unit did. With a majority of peers
+#: q > κ_m puts it there too (D16, `MAJORITY_RULE`); when every replica that trained is flagged, each is let back
+#: into the units it does not stand out on, and the least into a unit where all do (`RELEASED`, D16).
 ENTERS, STAYS, WHOLE, NONFINITE = "enters", "stays", "whole replica", "non-finite norm"
+MAJORITY_RULE, RELEASED = "q > κ_m (a majority)", "released (every replica flagged)"
 IN_LINE, BELOW_ENTRY, MEMORY, BACK, UNARMED = "z ≤ δ·f", "q ≤ κ_e", "memory", "back", "not armed"
 
 
@@ -322,22 +325,25 @@ def decisions(run: Run) -> pd.DataFrame:
 
     The run's recorded G and local steps go through `penalty.decide_sync` sync by sync with fresh detectors, as
     `EDiTMethod.start_sync` takes them (the replay is the engine's decisions: tests/distributed); before each sync
-    the replay reads what the record does not hold: whether each detector was armed, and under D15 with fewer
-    than 3 peers (`penalty.needs_memory`) how many σ each replica's own G/k stood above its memory (`own_z`,
-    `EDiTMethod.memory`). One row per (step, unit, replica): G, `q` (G/k over the median of the peers' G/k),
+    the replay reads what the record does not hold: whether each detector was armed, and under D15 where fewer
+    than 3 peers are judged on the unit at that sync (`penalty.needs_memory`) how many σ each replica's own G/k
+    stood above its memory (`own_z`, `EDiTMethod.memory`). One row per (step, unit, replica): G, `q` (G/k over the median of the peers' G/k),
     the detector's z and threshold δ·f, own_z (NaN where the memory is not asked), `outlier` as recorded,
     `replayed` (the replay's verdict agrees), the weight, and `reason`:
 
-    - flagged: `enters` (z > δ·f and q > κ_e, and with < 3 peers own z > δ_m: a new flag), `stays` (flagged at
-      its last judged sync and q > κ_s, with < 3 peers own z > δ_m), `whole replica` (out because another unit
-      of it entered or stayed), `non-finite norm`;
+    - flagged: `enters` (z > δ·f and q > κ_e, and with < 3 peers own z > δ_m: a new flag), `q > κ_m (a
+      majority)` (with 3 peers or more, armed or not: D16), `stays` (flagged at its last judged sync and q > κ_s,
+      with < 3 peers own z > δ_m), `whole replica` (out because another unit of it entered or stayed),
+      `non-finite norm`;
+    - `released (every replica flagged)`: admitted on this unit though its replica was flagged, because every
+      replica that trained was (D16);
     - admitted: `back` (flagged at its last judged sync, no unit stays), `memory` (z > δ·f and q > κ_e, but its
       own G/k within δ_m σ of its memory: not the one that moved), `q ≤ κ_e` (its detector flags, its peers do
       not make it stand out), `z ≤ δ·f`, `not armed`;
     - the rest, said as it is: the closing sync not judged, a replica that trained no step, the anomaly filter
       off, the per-unit rule (peers off or one replica: `z > δ·f` or `re-admitted`).
     """
-    from edit_lab.core.penalty import PenaltyConfig, decide_sync, needs_memory
+    from edit_lab.core.penalty import MAJORITY, PenaltyConfig, decide_sync, needs_memory
 
     pt = penalty_table(run)
     cols = ["step", "unit", "replica", "G", "q", "z", "threshold", "own_z", "outlier", "replayed", "weight", "reason"]
@@ -348,7 +354,6 @@ def decisions(run: Run) -> pd.DataFrame:
     dets = [[cfg.new_detector() for _ in range(U)] for _ in range(R)]
     memory = [[cfg.new_detector() for _ in range(U)] for _ in range(R)]
     peers = cfg.anomaly and cfg.peers and R > 1
-    ask = needs_memory(cfg, R)
     rows = []
     for step, at in pt.groupby("step", sort=True):
         rec = {(int(p.unit), int(p.replica)): p for p in at.itertuples()}
@@ -357,25 +362,30 @@ def decisions(run: Run) -> pd.DataFrame:
              for r in range(R)]
         closing = bool(at["closing"].any())
         x = [[cfg.judged_norm(norms[r][u], k[r]) for u in range(U)] for r in range(R)]
-        own = [[memory[r][u].z(x[r][u]) if ask and memory[r][u].armed and x[r][u] is not None
+        judged_here = [sum(1 for r in range(R) if x[r][u] is not None and math.isfinite(x[r][u])) for u in range(U)]
+        ask = [needs_memory(cfg, n) for n in judged_here]
+        majority = [n - 1 >= MAJORITY for n in judged_here]
+        own = [[memory[r][u].z(x[r][u]) if ask[u] and memory[r][u].armed and x[r][u] is not None
                 and math.isfinite(x[r][u]) else math.nan for u in range(U)] for r in range(R)]
+        armed = [[dets[r][u].armed for u in range(U)] for r in range(R)]
         was = [any(d.streak > 0 for d in dets[r]) for r in range(R)]
         got = decide_sync(cfg, dets, norms, k, judge=not closing, memory=memory)
         for r in range(R):
-            units = []  # per unit: (enters, stays, non-finite, detector flags, q > κ_e, moved)
+            units = []  # per unit: (enters, stays, non-finite, detector flags, q > κ_e, moved, q > κ_m)
             for u in range(U):
                 j = got[r][u]
                 bad = x[r][u] is not None and not math.isfinite(x[r][u])
-                hit = math.isfinite(j.z) and j.z > j.threshold
+                hit = (math.isfinite(j.z) and j.z > j.threshold) or (j.peer == math.inf and armed[r][u])
                 above = cfg.enter_ratio == 0.0 or j.peer > cfg.enter_ratio
-                moved = not ask or own[r][u] > cfg.memory_threshold
-                units.append((bad or (hit and above and moved),
+                moved = not ask[u] or own[r][u] > cfg.memory_threshold
+                most = majority[u] and cfg.majority_ratio > 0 and math.isfinite(j.peer) and j.peer > cfg.majority_ratio
+                units.append((bad or (hit and above and moved) or most,
                               was[r] and cfg.stay_ratio > 0 and j.peer > cfg.stay_ratio and moved, bad, hit, above,
-                              moved))
+                              moved, most))
             why_out = [u for u, c in enumerate(units) if c[0] or c[1]]
             for u in range(U):
                 j, p = got[r][u], rec[(u, r)]
-                enters, stays, bad, hit, above, moved = units[u]
+                enters, stays, bad, hit, above, moved, most = units[u]
                 if closing:
                     reason = "closing sync, not judged"
                 elif x[r][u] is None:
@@ -385,8 +395,11 @@ def decisions(run: Run) -> pd.DataFrame:
                 elif not peers:
                     reason = "re-admitted" if j.readmitted else "z > δ·f" if j.outlier else UNARMED if not \
                         dets[r][u].armed else IN_LINE
+                elif j.readmitted:
+                    reason = RELEASED
                 elif j.outlier:
-                    reason = (NONFINITE if bad else STAYS if was[r] and stays else ENTERS if enters else
+                    reason = (NONFINITE if bad else STAYS if was[r] and stays else MAJORITY_RULE if most and not (
+                              hit and above and moved) else ENTERS if enters else
                               f"{WHOLE} (unit{'s' if len(why_out) > 1 else ''} {', '.join(map(str, why_out))})")
                 elif was[r]:
                     reason = BACK
@@ -423,10 +436,16 @@ def replica_reasons(run: Run, replica: int, after: int = -1) -> pd.DataFrame:
         if at["outlier"].any():
             if units(ENTERS):
                 why = f"enters on unit(s) {units(ENTERS)}: z > δ·f, q > κ_e {kappa_e:g}{mem}; out of every unit"
+            elif units(MAJORITY_RULE):
+                why = (f"enters on unit(s) {units(MAJORITY_RULE)}: q > κ_m {cfg.penalty_majority_ratio:g} times the "
+                       f"median of a majority of peers, its detector armed or not; out of every unit")
             elif units(STAYS):
                 why = f"stays: q > κ_s {kappa_s:g} on unit(s) {units(STAYS)}{mem}; out of every unit"
             else:
                 why = reasons[0]
+        elif RELEASED in reasons:
+            why = (f"released on unit(s) {units(RELEASED)}: every replica that trained was flagged, so each is out "
+                   f"only of the units it stands out on (D16)")
         elif BACK in reasons:
             why = f"back: no unit stays (q ≤ κ_s {kappa_s:g}{' or own z ≤ δ_m' if mem else ''})"
         elif units(MEMORY):

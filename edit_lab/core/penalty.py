@@ -1,20 +1,27 @@
-"""The pseudo-gradient penalty of EDiT (edit-method.md §4, decisions D1, D2, D10, D11, D15), without any communication.
+"""The pseudo-gradient penalty of EDiT (edit-method.md §4, decisions D1, D2, D10, D11, D15, D16), without any
+communication.
 
 SYNC(l) penalises a replica's pseudo-gradient Δ_r = a − θ_r of unit l in three independent steps:
 
 1. **anomaly**: a per-replica, per-unit `AnomalyDetector` follows a value over the syncs and flags one that
-   is far above its usual level; a flagged replica's Δ_r is set to zero. By default (`peers`, D11 and D15)
+   is far above its usual level; a flagged replica's Δ_r is set to zero. By default (`peers`, D11, D15, D16)
    the value is the replica's norm per local step G_r/k_r divided by the median of the other replicas' at
    the same sync, q (`peer_ratios`), so a rise every replica shares changes nothing; a replica is newly
-   flagged only on a unit where its detector flags q and q > `enter_ratio` κ_e; with fewer than 3 peers
-   (R = 2, 3: no majority, with two replicas q_0 = 1/q_1) also only where its own G/k stands
-   `memory_threshold` δ_m σ above its own history (`memory`, a second detector per replica and unit,
-   `needs_memory`); flagged on one unit, it is left out of every unit of that sync, and stays out while
-   some unit of it is still more than `stay_ratio` κ_s times its peers' (and, with fewer than 3 peers, its
-   memory still says it moved). `enter_ratio=0, memory_threshold=0` is D11 as first chosen. With `peers`
-   off each unit is judged alone on G_r/k_r (or G_r), as the authors' detector does, with the re-admission
-   of D10 (`readmitted_replicas`); both remain options. `decide_sync` takes one
-   sync's decisions for every replica and unit, as the engine does; `replay` runs it over recorded norms.
+   flagged only on a unit where its detector flags q and q > `enter_ratio` κ_e; where fewer than 3 peers are
+   judged on the unit at this sync (no majority: R = 2, 3, or a wider run whose A-EDiT replicas trained no
+   step or whose norms are not finite; with two replicas q_0 = 1/q_1) also only where its own G/k stands
+   `memory_threshold` δ_m σ above its own history (`memory`, a second detector per replica and unit, kept at
+   every R, `needs_memory`); with 3 peers or more (a majority, whose median is a healthy replica's) also
+   wherever q > `majority_ratio` κ_m, its detector armed or not (D16: an onset before arming is learnt by its
+   detector, not by its peers). Flagged on one unit, it is left out of every unit of that sync, and stays out
+   while some unit of it is still more than `stay_ratio` κ_s times its peers' (and, with fewer than 3 peers,
+   its memory still says it moved). When every replica that trained is flagged, each is left out only of the
+   units it stands out on, and on a unit where all do, the one with the smallest G/k is admitted (D16,
+   `_release`): a frozen anchor could otherwise repeat the same verdicts for the rest of the run.
+   `enter_ratio=0, memory_threshold=0, majority_ratio=0` is D11 as first chosen. With `peers` off each unit is
+   judged alone on G_r/k_r (or G_r), as the authors' detector does, with the re-admission of D10
+   (`readmitted_replicas`); both remain options. `decide_sync` takes one sync's decisions for every replica and
+   unit, as the engine does; `replay` runs it over recorded norms.
 2. **weighting**: `softmax_weights` gives the replicas with smaller norms more weight (softmax of −G/T),
    anomalous replicas none.
 3. **clip**: `clip_factor` scales the *aggregated* pseudo-gradient down to a norm of at most φ.
@@ -118,8 +125,9 @@ class PenaltyConfig:
     weight_per_step: bool = True  # the softmax weighs G·k̄/k (`step_scaled_norms`): rounds of unequal length
     peers: bool = True  # D11: judge each replica's norm relative to its peers', the whole replica at once
     stay_ratio: float = 1.3  # κ_s: a flagged replica stays out while a unit of it is above κ_s × its peers'
-    enter_ratio: float = 1.3  # κ_e (D15): a replica is newly flagged only on a unit above κ_e × its peers' (0: no)
-    memory_threshold: float = 1.0  # δ_m (D15): with < 3 peers, also G/k > its own mean + δ_m·σ (0: not asked)
+    enter_ratio: float = 1.6  # κ_e (D15, D16): a replica is newly flagged only on a unit above κ_e × its peers' (0: no)
+    memory_threshold: float = 1.5  # δ_m (D15, D16): with < 3 peers, also G/k > its own mean + δ_m·σ (0: not asked)
+    majority_ratio: float = 1.5  # κ_m (D16): with >= 3 peers, q > κ_m enters whatever its detector learnt (0: no)
     weighting_rule: str | None = None  # a reader's rule instead of the softmax (edit_lab.hooks), as source
 
     @classmethod
@@ -145,6 +153,11 @@ class PenaltyConfig:
                                     "a finite number >= 0 (δ_m: with fewer than 3 peers a replica is newly flagged "
                                     "only where its own G/k is more than δ_m σ above its own history's mean; 0: not "
                                     "asked)")
+        if not _is_number(self.majority_ratio) or not (self.majority_ratio == 0.0
+                                                         or 1.0 < self.majority_ratio < math.inf):
+            raise PenaltyValueError("majority_ratio", self.majority_ratio,
+                                    "0 or a finite number > 1 (κ_m: with 3 peers or more a replica is flagged on a unit "
+                                    "above κ_m times their median, armed or not; 0: no)")
         _check_detector_params(self.alpha, self.arming, self.threshold, self.bias_correction, self.readmit_after,
                                self.min_rel_std)
         _check_positive("temperature", self.temperature, "T of the softmax weights")
@@ -232,7 +245,11 @@ class AnomalyDetector:
     flag again E − 1 syncs later. A replica fed bad data has a larger norm than its healthy peers and
     stays flagged; a non-finite norm is never re-admitted.
 
-    Semantics where the reference is silent, chosen here:
+    Where this departs from the reference (ATorch's `OnlineDynamicEWMA`, whose update, σ, z, window factor and
+    `is_outlier` exact mode equals), or where it is silent, chosen here:
+
+    - Arithmetic in float64 on Python floats (ATorch's statistics are float32 tensors): every rank, given the
+      same gathered norms, takes bit-for-bit the same decisions. The two agree to float32 rounding.
 
     - The window holds the z-score of each accepted value computed *at update time*, i.e. with the
       statistics (and count) that already include that value. It therefore holds zeros until count
@@ -241,7 +258,10 @@ class AnomalyDetector:
       would produce NaN and so never flag anything; this only matters for E = 1.
     - A NaN or ±inf value is always an outlier, even before arming: nothing can be learnt from it and it
       must never enter the statistics. `z` of such a value is the value itself (NaN, ±inf), so that it
-      shows as such in the event records. `update` refuses it with ValueError.
+      shows as such in the event records. `update` refuses it with ValueError. The reference is not silent
+      here, it differs: its `z > threshold` is False for NaN, so a NaN norm passes and is learnt (its mean and
+      variance turn NaN for good). (Peer ratios, `_decide_peers`: q = inf from a peers' median of 0 is not a
+      non-finite norm; only an armed detector flags it.)
     - Only large norms are outliers (one-sided): a replica that barely moved is harmless.
     - With σ = 0 (e.g. bias-corrected, after identical values) z is 0 and nothing finite is flagged.
     - `update` does not test for outliers itself; callers must not feed it one (decision D1: the reference
@@ -609,11 +629,15 @@ def decide_sync(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDetec
 
     With `config.peers` (D11) the detector of (r, u) judges q = (G/k) / the median of the other replicas'
     G/k (`peer_ratios`): a rise every replica shares leaves q where it was. A replica is flagged when the
-    detector of some unit flags its q, or when it was flagged at its last judged sync and some unit's q is
-    still above `stay_ratio` (κ_s); it is then left out of every unit (`whole_replica`; False judges each unit
-    alone, for comparisons in the benchmarks), and none of its detectors learns. A replica with no peer to
-    compare with at this sync (every other one trained no step) keeps its last verdict. With one replica in
-    the run there are no peers ever: the detector judges G/k itself (the rule below).
+    detector of some unit flags its q above κ_e (and, with fewer than 3 peers judged there, its memory says it
+    moved: D15), or q > κ_m with a majority of peers (D16), or when it was flagged at its last judged sync and
+    some unit's q is still above `stay_ratio` (κ_s); it is then left out of every unit (`whole_replica`; False
+    judges each unit alone, for comparisons in the benchmarks), and none of its detectors learns. When every
+    replica that trained is flagged, `_release` lets each back into the units it does not stand out on, and the
+    least into a unit where all do (`readmitted` True there; D16). A replica with no peer to compare with at
+    this sync (every other one trained no step) keeps its last verdict. With one replica in the run there are
+    no peers ever: the detector judges G/k itself (the rule below). `memory` (each replica's own history of
+    G/k, one detector per replica and unit) is required with `peers` and `memory_threshold` > 0.
 
     Without `peers` (D10, and the authors' detector): each unit alone, the detector judges G/k (or G,
     `per_step` off), an outlier is never learnt (D1), and `readmitted_replicas` re-admits a replica flagged
@@ -636,71 +660,145 @@ def decide_sync(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDetec
 
 #: Fewer peers than this and the median of a replica's peers is no majority: one bad replica moves it (with
 #: two replicas q_0 = 1/q_1 exactly; with three the median of two is their mean), so D15 also asks the replica's
-#: own memory (`PenaltyConfig.memory_threshold`).
+#: own memory (`PenaltyConfig.memory_threshold`). Counted per unit at each sync (D16): the replicas judged there,
+#: not the run's width, since A-EDiT's finished replicas (k = 0) and non-finite norms are not peers.
 MAJORITY = 3
 
 
-def needs_memory(config: PenaltyConfig, replicas: int) -> bool:
-    """Does D15 ask each replica's own history of G/k at this width (peers judged, fewer than MAJORITY peers)?"""
-    return config.anomaly and config.peers and config.memory_threshold > 0.0 and 1 < replicas <= MAJORITY
+def needs_memory(config: PenaltyConfig, judged: int) -> bool:
+    """Does D15 ask each replica's own history of G/k on a unit where `judged` replicas have a finite G/k at this
+    sync (peers judged, fewer than MAJORITY peers each)? A run of R replicas judges R where every one trained
+    and every norm is finite, fewer at A-EDiT's closing meetings or beside a non-finite norm."""
+    return config.anomaly and config.peers and config.memory_threshold > 0.0 and 1 < judged <= MAJORITY
+
+
+def keeps_memory(config: PenaltyConfig) -> bool:
+    """Is each replica's own history of G/k kept (at every width: a sync of a wide run may judge only two)?"""
+    return config.anomaly and config.peers and config.memory_threshold > 0.0
+
+
+class _Unit(NamedTuple):
+    """One replica's tests on one unit at one sync, before the verdicts (`_decide_peers`)."""
+
+    enters: bool  # a new flag: non-finite, or its detector flags q > κ_e (and its memory says it moved), or the
+    #               majority's κ_m
+    stays: bool  # q > κ_s (and its memory says it moved): out again if it was out at its last judged sync
+    numbers: list[Any]  # z, threshold, limit, μ̂, σ of its detector
+
+
+def _unit_tests(config: PenaltyConfig, det: AnomalyDetector, own: AnomalyDetector | None, x: float | None, q: float,
+                bad: bool, comparable: bool, majority: bool, ask_memory: bool) -> _Unit:
+    """D15's and D16's tests of one replica on one unit (the numbers the decision is taken on, nothing learnt)."""
+    if bad:  # a non-finite norm: an outlier, its z the value itself (as `AnomalyDetector.z`)
+        return _Unit(True, False, _judged(det, math.nan)[1])
+    if not comparable:  # no comparable peer on this unit (none finite, or 0/0)
+        return _Unit(False, False, [0.0, math.inf, math.inf, math.nan, math.nan])
+    hit, numbers = _judged(det, q)
+    if q == math.inf:  # its peers' median is 0: it alone moved the unit; its detector flags that once armed
+        hit = det.armed
+    # D15: a new flag only where the replica stands above its peers (q > κ_e): one in line with them is never
+    # newly flagged, whatever its detector learnt while a peer was bad
+    enters = hit and (config.enter_ratio == 0.0 or q > config.enter_ratio)
+    stays = config.stay_ratio > 0 and q > config.stay_ratio
+    if ask_memory and (enters or stays):
+        # no majority: q is high because this replica rose or because its peer fell; only the replica whose own
+        # G/k stands above its own history is the one that moved, to enter and to stay
+        moved = own is not None and own.armed and own.z(float(x)) > config.memory_threshold  # type: ignore[arg-type]
+        enters, stays = enters and moved, stays and moved
+    # D16: with a majority of peers their median is a healthy replica's, so a q far above 1 is wrong whatever the
+    # replica's own history (an onset before arming is learnt by its detector); inf is not (see above)
+    if majority and config.majority_ratio > 0 and math.isfinite(q) and q > config.majority_ratio:
+        enters = True
+    return _Unit(enters, stays, numbers)
+
+
+def _release(x: list[list[float | None]], bad: list[list[bool]], tests: list[list[_Unit]], prev: list[list[int]],
+             verdicts: list[list[bool]], whole_replica: bool, kept: list[bool]) -> list[list[bool]]:
+    """D16: every replica that trained is flagged. Left so, no unit's anchor moves, no detector learns, and a
+    frozen anchor can repeat the same verdicts at every later sync. So each replica judged at this sync is then
+    left out only of the units it is flagged on itself, and on a unit where every one still is, the one with the
+    smallest finite G/k there (ties: each) is admitted. Returns which verdicts this released (a non-finite norm
+    never is, nor a replica that kept its last verdict for want of peers: `kept`)."""
+    R, U = len(x), len(x[0])
+    trained = [r for r in range(R) if any(v is not None for v in x[r])]
+    if not trained or not all(any(verdicts[r]) for r in trained):
+        return [[False] * U for _ in range(R)]
+    trained = [r for r in trained if not kept[r]]
+    freed = [[False] * U for _ in range(R)]
+    if whole_replica:
+        for r in trained:
+            was = any(prev[r])
+            for u in range(U):
+                own = tests[r][u].enters or (was and tests[r][u].stays)
+                freed[r][u] = verdicts[r][u] and not own
+    for u in range(U):
+        if all(verdicts[r][u] and not freed[r][u] for r in trained):
+            finite = [(float(x[r][u]), r) for r in trained if not bad[r][u] and x[r][u] is not None]  # type: ignore
+            if finite:
+                least = min(v for v, _ in finite)
+                for v, r in finite:
+                    freed[r][u] = freed[r][u] or v == least
+    return freed
 
 
 def _decide_peers(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDetector]], x: list[list[float | None]],
                   ratios: list[list[float]], bad: list[list[bool]], prev: list[list[int]], whole_replica: bool,
                   memory: Sequence[Sequence[AnomalyDetector]] | None) -> list[list[Judged]]:
     R, U = len(x), len(x[0])
-    ask_memory = needs_memory(config, R)
-    if ask_memory and memory is None:
-        raise ValueError(f"D15 with {R} replicas asks each replica's own history of G/k: pass `memory`, one "
-                         "detector per replica and unit (PenaltyConfig.new_detector)")
-    out: list[list[Judged]] = []
+    judged = [sum(1 for r in range(R) if x[r][u] is not None and math.isfinite(x[r][u])) for u in range(U)]
+    ask = [needs_memory(config, n) for n in judged]
+    majority = [n - 1 >= MAJORITY for n in judged]
+    if keeps_memory(config) and memory is None:
+        raise ValueError("D15 asks each replica's own history of G/k wherever fewer than 3 peers are judged: pass "
+                         "`memory`, one detector per replica and unit (PenaltyConfig.new_detector)")
+    tests: list[list[_Unit]] = []
+    verdicts: list[list[bool]] = []
+    kept = [False] * R  # no peer to compare with at this sync: its last verdict kept, nothing counted or learnt
     for r in range(R):
-        dets = detectors[r]
-        if all(v is None for v in x[r]):  # trained no step: Δ = 0, nothing to judge
-            out.append([_unjudged(False, prev[r][u]) for u in range(U)])
-            continue
         q = [ratios[u][r] for u in range(U)]
         comparable = [math.isfinite(v) or v == math.inf for v in q]
-        if not any(comparable) and not any(bad[r]):  # no peer trained this round: keep the last verdict
-            out.append([_unjudged(any(prev[r]) if whole_replica else prev[r][u] > 0, prev[r][u], x[r][u])
-                        for u in range(U)])
+        if all(v is None for v in x[r]):  # trained no step: Δ = 0, nothing to judge
+            tests.append([_Unit(False, False, [0.0, math.inf, math.inf, math.nan, math.nan])] * U)
+            verdicts.append([False] * U)
             continue
-        rows, flags = [], []
-        for u in range(U):
-            if comparable[u]:
-                hit, numbers = _judged(dets[u], q[u])
-            elif bad[r][u]:  # a non-finite norm: an outlier, its z the value itself (as `AnomalyDetector.z`)
-                hit, numbers = _judged(dets[u], math.nan)
-            else:  # no comparable peer on this unit (none finite, or 0/0)
-                hit, numbers = False, [0.0, math.inf, math.inf, math.nan, math.nan]
-            # D15: a new flag only where the replica stands above its peers (q > κ_e): one in line with them is
-            # never newly flagged, whatever its detector learnt while a peer was bad
-            enters = config.enter_ratio == 0.0 or q[u] > config.enter_ratio
-            stay = config.stay_ratio > 0 and q[u] > config.stay_ratio
-            if ask_memory and not bad[r][u] and (enters or stay):
-                # no majority: q is high because this replica rose or because its peer fell; only the replica
-                # whose own G/k stands above its own history is the one that moved, to enter and to stay
-                own = memory[r][u]  # type: ignore[index]
-                moved = own.armed and own.z(float(x[r][u])) > config.memory_threshold  # type: ignore[arg-type]
-                enters, stay = enters and moved, stay and moved
-            rows.append(numbers)
-            flags.append((bad[r][u] or (hit and enters), stay))
+        if not any(comparable) and not any(bad[r]):  # no peer trained this round: keep the last verdict
+            tests.append([_Unit(False, False, [0.0, math.inf, math.inf, math.nan, math.nan])] * U)
+            verdicts.append([any(prev[r]) if whole_replica else prev[r][u] > 0 for u in range(U)])
+            kept[r] = True
+            continue
+        own = memory[r] if memory is not None else [None] * U
+        row = [_unit_tests(config, detectors[r][u], own[u], x[r][u], q[u], bad[r][u], comparable[u], majority[u],
+                           ask[u]) for u in range(U)]
+        tests.append(row)
         if whole_replica:
             was = any(prev[r])
-            outlier = any(h for h, _ in flags) or (was and any(st for _, st in flags))
-            verdicts = [outlier] * U
+            verdicts.append([any(t.enters for t in row) or (was and any(t.stays for t in row))] * U)
         else:
-            verdicts = [h or (prev[r][u] > 0 and st) for u, (h, st) in enumerate(flags)]
+            verdicts.append([t.enters or (prev[r][u] > 0 and t.stays) for u, t in enumerate(row)])
+    freed = _release(x, bad, tests, prev, verdicts, whole_replica, kept)
+    out: list[list[Judged]] = []
+    for r in range(R):
+        if all(v is None for v in x[r]):
+            out.append([_unjudged(False, prev[r][u]) for u in range(U)])
+            continue
+        if kept[r]:
+            out.append([_unjudged(verdicts[r][u], prev[r][u], x[r][u]) for u in range(U)])
+            continue
         mine = []
         for u in range(U):
-            if not verdicts[u] and comparable[u] and math.isfinite(q[u]):
-                dets[u].update(q[u])
-            if ask_memory and not verdicts[u] and x[r][u] is not None and math.isfinite(x[r][u]):  # type: ignore
-                memory[r][u].update(float(x[r][u]))  # type: ignore[index, arg-type]
-            streak = dets[u].count_flag(verdicts[u])
-            z, thr, limit, mean, std = rows[u]
-            mine.append(Judged(verdicts[u], False, q[u] if comparable[u] else x[r][u], z, thr, limit, mean, std,
-                               peer=q[u], streak=streak))
+            q = ratios[u][r]
+            comparable = math.isfinite(q) or q == math.inf
+            out_now = verdicts[r][u] and not freed[r][u]
+            admitted = not verdicts[r][u]  # learnt from: never a flagged value, nor one released only (D1)
+            if admitted and comparable and math.isfinite(q):
+                detectors[r][u].update(q)
+            if (admitted and memory is not None and keeps_memory(config) and x[r][u] is not None
+                    and math.isfinite(x[r][u])):  # type: ignore[arg-type]
+                memory[r][u].update(float(x[r][u]))  # type: ignore[arg-type]
+            streak = detectors[r][u].count_flag(out_now)
+            z, thr, limit, mean, std = tests[r][u].numbers
+            mine.append(Judged(out_now, freed[r][u], q if comparable else x[r][u], z, thr, limit, mean, std,
+                               peer=q, streak=streak))
         out.append(mine)
     return out
 

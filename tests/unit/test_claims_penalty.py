@@ -227,7 +227,7 @@ def test_a_rise_on_one_unit_enters_there_and_takes_the_whole_replica_out(tmp_pat
     assert set(d.xs(0, level="replica")["reason"]) <= {cp.IN_LINE, cp.UNARMED}
     r = cp.replica_reasons(run, 1, after=18)
     assert list(r["flagged"]) == [True] * 7
-    assert r["reason"].iloc[0].startswith("enters on unit(s) 1: z > δ·f, q > κ_e 1.3 and own G/k")
+    assert r["reason"].iloc[0].startswith("enters on unit(s) 1: z > δ·f, q > κ_e 1.6 and own G/k")
     assert r["reason"].iloc[1].startswith("stays: q > κ_s 1.3 on unit(s) 1")
     v, said = cp.two_replicas(run, bad=1, after=19)
     assert v.ok and "the memory names replica 1" in said and "up to 6.67 σ" in said
@@ -243,14 +243,14 @@ def test_with_two_replicas_the_one_whose_norm_fell_leaves_its_peer_standing_out_
     assert not d["outlier"].any() and healthy["reason"].iloc[0] == cp.MEMORY
     assert set(healthy["reason"]) == {cp.MEMORY, cp.IN_LINE}
     assert healthy["q"].tolist() == pytest.approx([2.0] * len(healthy)) and (healthy["own_z"].abs() < 1e-9).all()
-    assert "own G/k is within δ_m 1 σ of its memory" in cp.replica_reasons(run, 0, after=18)["reason"].iloc[0]
+    assert "own G/k is within δ_m 1.5 σ of its memory" in cp.replica_reasons(run, 0, after=18)["reason"].iloc[0]
     v, said = cp.two_replicas(run, bad=1, after=19)
     assert v.ok and "the memory names neither" in said
-    assert "never stood δ_m 1 σ above its memory" in cp.why_not_caught(run, 0, after=19)
+    assert "never stood δ_m 1.5 σ above its memory" in cp.why_not_caught(run, 0, after=19)
     # without the memory (δ_m = 0) the healthy replica is the one flagged, and the verdict says why
     d11 = replayed_run(tmp_path / "d11", fell, memory_threshold=0.0)
     v = cp.healthy_never_flagged(d11, [0])
-    assert not v.ok and "replica 0: at step 20 (q 2) it enters on unit(s) 0, 1: z > δ·f, q > κ_e 1.3;" in v.why_not
+    assert not v.ok and "replica 0: at step 20 (q 2) it enters on unit(s) 0, 1: z > δ·f, q > κ_e 1.6;" in v.why_not
     assert (cp.decisions(d11)["own_z"].isna()).all()
 
 

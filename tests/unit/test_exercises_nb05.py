@@ -112,7 +112,7 @@ def test_the_playgrounds_answers_are_the_rules(capsys):
     assert rise.startswith("lasting rise ×1.6 on replica 1 at sync 12: replica 1 at syncs 12–29 (at sync 17: flagged)")
     assert rise.count("replica 1 at syncs 12–29") == 3
     assert both.endswith("flagged: nobody")
-    assert fall.endswith("flagged: nobody with the memory (δ_m 1); without it (δ_m 0): replica 0 at syncs 12–29")
+    assert fall.endswith("flagged: nobody with the memory (δ_m 1.5); without it (δ_m 0): replica 0 at syncs 12–29")
     assert "Computed by the library's rule" in capsys.readouterr().out
     d10 = playground_answers(PenaltyConfig(peers=False))[1]  # the per-unit rule: a shared rise flags both at first
     assert "replica 0 at syncs 12" in d10 and "replica 1 at syncs 12" in d10

@@ -750,11 +750,15 @@ def test_spike_is_flagged_at_the_first_sync_after_it():
             got = replay(PenaltyConfig(), _unit_series(run, u), run["k"])
             assert got[1][onset].outlier, (run["seed"], u)
             assert not got[1][onset + 1].outlier  # θ ← a: healthy again, and the spike was not learnt
-    # a generated healthy series, then a rise by half of one replica: caught at once
-    norms = [_noisy(0.3, 12, 0.0), _noisy(0.3, 11, 1.0) + [0.45]]
+    # a generated healthy series, then one replica's norm doubles: caught at once; a rise by half is not at two
+    # replicas since D16 (q = 1.5 ≤ κ_e 1.6: healthy q reaches 1.8 at the panel's configuration)
+    norms = [_noisy(0.3, 12, 0.0), _noisy(0.3, 11, 1.0) + [0.6]]
     got = replay(PenaltyConfig(), norms, [[2] * 12, [2] * 12])
     assert [j.outlier for j in got[1]] == [False] * 11 + [True]
     assert not any(j.outlier for j in got[0])
+    norms[1][-1] = 0.45
+    assert not any(j.outlier for j in replay(PenaltyConfig(), norms, [[2] * 12, [2] * 12])[1])
+    assert replay(PenaltyConfig(enter_ratio=1.3, memory_threshold=1.0), norms, [[2] * 12, [2] * 12])[1][-1].outlier
 
 
 def test_step_scaled_norms():

@@ -35,7 +35,7 @@ def verdicts(config: PenaltyConfig, case: ReplayCase) -> str:
                    for i in range(case.syncs))
 
 
-@pytest.mark.parametrize("R", [2, 3, 4])
+@pytest.mark.parametrize("R", [2, 3, 4, 8])
 @pytest.mark.parametrize("shape,factor", [("episode", 2.0), ("episode", 3.0), ("ramp", 2.0), ("before", 2.0),
                                           ("falls", 2.0), ("falls", 3.0)])
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -49,15 +49,19 @@ def test_no_healthy_replica_is_flagged_two_syncs_after_an_episode_ends(R, shape,
         assert sum(out[case.bad][i] for i in range(case.onset, case.end)) == case.end - case.onset
 
 
-@pytest.mark.parametrize("R", [2, 3, 4])
+@pytest.mark.parametrize("R", [2, 3, 4, 8])
 def test_the_review_cases_read_as_the_replay_predicts(R):
     """The cases of review-fidelity §2.3, seed 0: the bad replica out exactly while its episode lasts, nobody else;
-    a ramp, an onset before arming and a falling norm flag nobody (the ramp is learnt: D15 does not see it)."""
-    d15 = PenaltyConfig()
-    assert verdicts(d15, ReplayCase("episode", R, 2.0, 0)) == "." * 10 + "B" * 10 + "." * 16
-    for shape in ("ramp", "before", "falls"):
-        assert verdicts(d15, ReplayCase(shape, R, 2.0, 0)) == "." * 36
-    assert verdicts(d15, ReplayCase("shared", R, 2.0, 0)) == "." * 36
+    a falling norm flags nobody. Below a majority (R = 2, 3) a ramp and an onset before arming flag nobody either
+    (learnt by the detector: D15 does not see them); with one (R >= 4) the peers' median says q > κ_m 1.5 (D16):
+    the ramp is out from where it passes ×1.5 to its end, the onset from its first sync to its last."""
+    d16 = PenaltyConfig()
+    assert verdicts(d16, ReplayCase("episode", R, 2.0, 0)) == "." * 10 + "B" * 10 + "." * 16
+    majority = R >= 4
+    assert verdicts(d16, ReplayCase("ramp", R, 2.0, 0)) == ("." * 15 + "B" * 13 + "." * 8 if majority else "." * 36)
+    assert verdicts(d16, ReplayCase("before", R, 2.0, 0)) == ("B" * 20 + "." * 16 if majority else "." * 36)
+    assert verdicts(d16, ReplayCase("falls", R, 2.0, 0)) == "." * 36
+    assert verdicts(d16, ReplayCase("shared", R, 2.0, 0)) == "." * 36
 
 
 def test_d11_as_first_chosen_locks_the_healthy_replica_out_at_r2_and_the_authors_detector_does_not():
@@ -74,11 +78,16 @@ def test_d11_as_first_chosen_locks_the_healthy_replica_out_at_r2_and_the_authors
 
 
 def test_the_held_out_replay_set_matches_the_method_page():
-    """The held-out part of the made-up replay set (seeds 5–9), the defaults' row of §7's D15 table."""
-    s = score(PenaltyConfig(), replay_set((5, 6, 7, 8, 9)))
+    """The held-out part of the made-up replay set (seeds 5–9): D15's row of §7's D15 table (R = 2, 3, 4), and the
+    defaults since D16 (κ_e 1.6, δ_m 1.5, κ_m 1.5: no healthy flag left)."""
+    d15 = PenaltyConfig(enter_ratio=1.3, memory_threshold=1.0, majority_ratio=0.0)
+    s = score(d15, replay_set((5, 6, 7, 8, 9)))
     assert (s.cases, s.locked_out, s.healthy_closing, s.shared_flags) == (285, 0, 0, 0)
     assert (s.healthy_flags, s.healthy_judged) == (5, 19440)
     assert (s.caught, s.episode_syncs) == (s.episode_syncs, 570)
+    s = score(PenaltyConfig(), replay_set((5, 6, 7, 8, 9), (2, 3, 4, 8)))
+    assert (s.cases, s.locked_out, s.healthy_closing, s.shared_flags, s.healthy_flags) == (380, 0, 0, 0, 0)
+    assert (s.caught, s.episode_syncs) == (760, 760)
     old = score(D11_AS_FIRST_CHOSEN, replay_set((5, 6, 7, 8, 9)))
     assert old.locked_out == 60 and set(old.by_shape) == {f"{s} R={R}" for s in ("episode", "ramp", "before")
                                                          for R in (2, 3)}
@@ -86,7 +95,7 @@ def test_the_held_out_replay_set_matches_the_method_page():
 
 def test_the_memory_is_asked_only_without_a_majority_of_peers():
     d15 = PenaltyConfig()
-    assert [needs_memory(d15, R) for R in (1, 2, 3, 4, 64)] == [False, True, True, False, False]
+    assert [needs_memory(d15, judged) for judged in (1, 2, 3, 4, 64)] == [False, True, True, False, False]
     assert not needs_memory(PenaltyConfig(peers=False), 2) and not needs_memory(PenaltyConfig(memory_threshold=0), 2)
     dets = [[d15.new_detector()] for _ in range(2)]
     with pytest.raises(ValueError, match="pass `memory`"):
