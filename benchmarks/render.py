@@ -93,6 +93,7 @@ TABLES: dict[str, Table] = {
     "preview_latency_loaded": Table(("preview_latency_loaded.json",), _one("preview_latency", "table_lines")),
     "penalty_rule": Table(("penalty_rule.json",), _one("penalty_rule", "table_lines")),
     "penalty_rule_verify": Table(("penalty_rule.json",), _one("penalty_rule", "verify_lines")),
+    "penalty_edges": Table(("penalty_edges.json",), _one("penalty_edges", "page_lines")),
     "virtual_race": Table(("virtual_race.json",), _one("virtual_race", "table_lines")),
     "virtual_race_paired": Table(("virtual_race.json",), _one("virtual_race", "paired_lines")),
     "virtual_race_64": Table(("virtual_race_64.json",), _one("virtual_race", "table_lines")),
