@@ -203,7 +203,7 @@ def launch(cfg: RunConfig, stall_timeout_s: float | None = None, overwrite: bool
             from edit_lab.clock.virtual import run_virtual
 
             run = run_virtual(cfg.replace(out=str(out)), out, WorkerError)
-            _note_readmissions(run, cfg.penalty_readmit_after, stacklevel=3)
+            _note_readmissions(run, cfg, stacklevel=3)
             return run
         return _run(cfg.replace(out=str(out)), out, stall_timeout_s)
 
@@ -256,13 +256,14 @@ def _run(cfg: RunConfig, out: Path, stall_timeout_s: float | None) -> Run:
     finally:
         close_bar(bar, succeeded)
     run = Run(out)
-    _note_readmissions(run, cfg.penalty_readmit_after, stacklevel=4)
+    _note_readmissions(run, cfg, stacklevel=4)
     return run
 
 
-def _note_readmissions(run: Run, k: int, stacklevel: int) -> None:
-    """Warn (at the caller of `launch`) when the run's anomaly detector re-admitted outliers."""
-    note = readmission_note(run.summary, run.path, k)
+def _note_readmissions(run: Run, cfg: RunConfig, stacklevel: int) -> None:
+    """Warn (at the caller of `launch`) when the run's anomaly detector re-admitted or released outliers."""
+    note = readmission_note(run.summary, run.path, cfg.penalty_readmit_after,
+                            released=cfg.penalty_peers and cfg.replicas > 1)
     if note:
         warnings.warn(note, stacklevel=stacklevel)
 
@@ -282,22 +283,29 @@ def close_bar(bar: Any, succeeded: bool) -> None:
     bar.close()
 
 
-def readmission_note(summary: dict, path: Path | str, k: int) -> str | None:
-    """One line for a run whose anomaly detector re-admitted outliers (edit-method.md D10), else None.
+def readmission_note(summary: dict, path: Path | str, k: int, released: bool = False) -> str | None:
+    """One line for a run whose anomaly detector re-admitted outliers (edit-method.md D10) or released them
+    because every replica was flagged (`released`: judged against the peers, D16), else None.
 
-    Only the per-unit rule re-admits (`penalty_peers` off, or a run of one replica, which has no peers):
-    it accepts a norm the detector flagged on a replica K syncs in a row, because it is in line with the
-    norms of the replicas not flagged (or every replica is flagged): a level shared by all cannot be told
-    from a new normal. Judged against its peers (D15, the default; D11 before it) a shared level flags
-    nobody, and a flagged replica comes back once no unit of it stands κ_s above its peers (with fewer than
-    3 peers, or once its own G/k is back within δ_m σ of its memory), without a re-admission. The user
-    should know it happened, and where.
+    The per-unit rule (`penalty_peers` off, or a run of one replica, which has no peers) re-admits: it accepts
+    a norm the detector flagged on a replica K syncs in a row, because it is in line with the norms of the
+    replicas not flagged (or every replica is flagged): a level shared by all cannot be told from a new normal.
+    Judged against its peers (D15, D16, the default) a shared level flags nobody, and a flagged replica comes
+    back once no unit of it stands κ_s above its peers (with fewer than 3 peers, or once its own G/k is back
+    within δ_m σ of its memory), without a re-admission; but when every replica that trained is flagged at
+    once, each is let back into the units it does not stand out on (D16's release), and the user should know
+    that the anchor moved with replicas the detector had flagged, and where.
     """
     seen = (summary.get("method_info") or {}).get("penalty_readmissions") or []
     if not seen:
         return None
     where = ", ".join(f"step {r['step']} unit {r['unit']} replica {r['replica']}" for r in seen[:3])
     more = f" and {len(seen) - 3} more" if len(seen) > 3 else ""
+    if released:
+        return (f"every replica that trained was flagged at once: the penalty released {len(seen)} (replica, unit) "
+                f"pair(s) ({where}{more}), each replica admitted on the units it did not stand out on itself and, "
+                f"on a unit where every replica did, the one with the smallest norm per step (edit-method.md D16), "
+                f"so that no unit's anchor freezes; see `readmitted` in {Path(path) / 'penalty.jsonl'}")
     return (f"the penalty's anomaly detector re-admitted {len(seen)} outlier(s) ({where}{more}): each was flagged "
             f"{k} syncs in a row (penalty_readmit_after={k}) with a norm in line with its unflagged peers' (or every "
             f"replica flagged), so the higher norm is taken as the new level and its detector re-armed from it; "

@@ -138,3 +138,14 @@ def test_the_majority_ratio_is_refused_outside_its_range_naming_the_field():
         with pytest.raises(ConfigError, match="^penalty_majority_ratio="):
             RunConfig(penalty_majority_ratio=bad).validate()
     PenaltyConfig(majority_ratio=0.0).validate()
+
+
+def test_the_launcher_says_when_the_penalty_released_replicas_because_every_one_was_flagged():
+    from edit_lab.runtime.launch import readmission_note
+
+    summary = {"method_info": {"penalty_readmissions": [{"step": 40, "unit": 1, "replica": 0}]}}
+    note = readmission_note(summary, "runs/x", 3, released=True)
+    assert note.startswith("every replica that trained was flagged at once") and "D16" in note
+    assert "step 40 unit 1 replica 0" in note and "penalty.jsonl" in note
+    assert "penalty_readmit_after=3" in readmission_note(summary, "runs/x", 3)  # D10's re-admission, peers off
+    assert readmission_note({"method_info": {}}, "runs/x", 3, released=True) is None
