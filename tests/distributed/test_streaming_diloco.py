@@ -7,6 +7,8 @@
 - Checkpoints at landings resume to the same run (virtual clock, so the comparison is exact).
 - The bytes a run records are the wire format's, and the link charges them: a slow link's transfer takes
   bytes / bandwidth + latency of the compressed size.
+- A fragment that leaves at the last step lands in `finalize` and gets that one outer step only (review B4: the
+  closing sync stepped it again, and at α = 0 momentum alone moved its anchor); the simulator agrees.
 """
 
 from __future__ import annotations
@@ -90,3 +92,42 @@ def test_the_link_charges_the_compressed_size(tmp_path, fmt):
     # a lone transfer on an idle link: latency + bytes / bandwidth, plus the collective's own cost
     assert sync["t1"] - sync["t0"] >= 2e-3 + sync["bytes"] / 1e6
     assert sync["t1"] - sync["t0"] < 2e-3 + sync["bytes"] / 1e6 + 0.01
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.5])
+def test_a_fragment_landing_at_the_end_gets_one_outer_step(tmp_path, alpha):
+    """W 0, H 6, P 3, τ 1, 11 steps: fragments land at 2, 4, …, 10; fragment 2 leaves at step 11 (the end) and
+    lands in `finalize`. That landing is its outer step: the closing sync takes fragments 0 and 1 only, every
+    unit gets one outer step at step 11, and the anchor fragment 2 ends on is the one its landing made (at
+    α = 0 a second step of Δ' = 0 would still move it by momentum). Both replicas end on the same anchors, also
+    at α > 0, where the landing's mix leaves each replica's θ of fragment 2 different. The time-only twin
+    (`StreamingDiLoCoProgram`) issues the same collectives at the same times."""
+    from tests.distributed.sim_crosscheck import compare
+
+    run = launch(small(method="streaming_diloco", steps=11, warmup_steps=0, sync_interval=6, fragments=3,
+                       fragment_sync_delay=1, fragment_update_alpha=alpha, checksums=True,
+                       out=str(tmp_path / "run"), **VIRTUAL))
+    frags = fragment_units(len(unit_numels(run)), 3)
+    syncs = [x for x in run.syncs if x["kind"] == "sync"]
+    assert [(x["step"], x.get("fragment")) for x in syncs if not x.get("final")] == \
+        [(2, 0), (4, 1), (6, 2), (8, 0), (10, 1), (11, 2)]
+    at_end = [x for x in syncs if x["step"] == 11]
+    per_fragment = [sum(x.get("fragment") == f or f in x.get("fragments", ()) for x in at_end) for f in range(3)]
+    assert per_fragment == [1, 1, 1], "one outer step per fragment at the end"
+    assert [x["fragments"] for x in at_end if x.get("final")] == [[0, 1]]
+    for rank in range(2):
+        stepped = [e["unit"] for e in run.events_of("outer_step", rank=rank) if e["step"] == 11]
+        assert sorted(stepped) == sorted(u for f in frags for u in f), "each unit stepped once at the end"
+    # the anchor of fragment 2 right after its landing (checksums logged in `land`) is the one the run ends on
+    checks = [e for e in run.events_of("checksum") if e["step"] == 11]
+    for u in frags[2]:
+        landed = [e["data"]["anchor"] for e in checks if e["unit"] == u]
+        assert len(set(landed)) == 1, f"unit {u}: its anchor moved after the landing"
+    last = {}
+    for e in run.events_of("checksum"):
+        last[(e["rank"], e["unit"])] = e["data"]
+    for u in range(len(unit_numels(run))):  # both replicas end on the anchors, the same ones
+        assert last[(0, u)]["theta"] == last[(0, u)]["anchor"] == last[(1, u)]["anchor"] == last[(1, u)]["theta"]
+    check = compare(run)
+    assert check.same_collectives, check.first_difference()
+    assert check.timeline_error <= 1e-9, check.worst_time()

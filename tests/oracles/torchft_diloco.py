@@ -14,10 +14,18 @@ Where the two definitions meet (and where they do not):
   performed after H/P·(p + 1) + k·H inner steps: the lab's `fragment_landing`;
 - the perform is: outer step on the restored anchor, the anchor saved, then θ ← lerp(anchor, θ_local, α)
   (`fragment_update_alpha`): the lab's `land`, in the same order;
-- the lab ends with a closing sync (`finalize`); torchft stops where its loop stops. The oracle is compared
-  at each outer step, the closing sync aside.
+- the lab ends with a closing sync (`finalize`); torchft has none: `DiLoCo.__exit__` only removes its hooks,
+  a fragment prepared at the loop's last steps is never performed, and θ stays where the last inner step
+  left it. So torchft defines no end state to compare with. With `closing=True` the oracle builds one from
+  torchft's own per-fragment primitives, after the loop, in the order the lab's `finalize` documents: the
+  fragment still in flight is performed (`perform_sync`, its pseudo-gradient the one prepared in the loop),
+  then every other fragment that trained since its last outer step gets one more `start_quorum`,
+  `prepare_sync`, `perform_sync` (one outer step each; none for the fragment just performed). What this
+  checks is the arithmetic of those outer steps (the anchors and momenta after them), and which fragments
+  the lab steps; the rule choosing them is the lab's, written out here. The end θ is not compared: torchft's
+  perform leaves θ ← lerp(anchor, θ_local, α), where the lab ends every replica on its anchor (θ ← a).
 
-Threads, not processes: a replica group of torchft is a `Manager`, and two of them in one process start in
+Threads, not processes: a replica group of torchft is a `Manager`, and a few of them in one process start in
 a fraction of a second, where fresh processes would each import torch first. Each thread records, after
 every outer step, its parameters θ and every fragment's anchor (`original_parameters`).
 """
@@ -38,7 +46,31 @@ from edit_lab.train.data import Corpus, load_corpus, train_batch
 from edit_lab.train.trainer import make_optimizer
 
 
-def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, out: dict[int, Any],
+def _state(model: nn.Module, diloco: Any) -> dict[str, Any]:
+    """θ (the model's parameters) and every fragment's anchor (`original_parameters`), copied."""
+    return {"theta": {k: v.detach().clone() for k, v in model.state_dict().items()},
+            "anchors": [{n: f.original_parameters[n].detach().clone() for n in f.original_parameters}
+                        for f in diloco._fragments]}
+
+
+def _closing_sync(manager: Any, diloco: Any, last: list[int], steps: int) -> dict[str, Any]:
+    """The lab's closing sync from torchft's per-fragment primitives (module docstring): land what travels,
+    then one outer step for each fragment that trained since its last one. Returns what it did."""
+    frags = diloco._fragments
+    landed = [i for i, f in enumerate(frags) if f._allreduce_work]  # prepared in the loop, not yet performed
+    for i in landed:
+        assert frags[i].perform_sync(), "the quorum committed"
+        last[i] = steps
+    synced = [i for i in range(len(frags)) if last[i] < steps]
+    for i in synced:
+        manager.start_quorum()
+        frags[i].prepare_sync()
+        assert frags[i].perform_sync(), "the quorum committed"
+        last[i] = steps
+    return {"landed": landed, "synced": synced}
+
+
+def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, closing: bool, out: dict[int, Any],
              errors: list[BaseException]) -> None:
     try:
         import torch.distributed as dist
@@ -65,6 +97,8 @@ def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, out:
                           timeout=timeout, init_sync=False)
         snapshots: list[dict[str, Any]] = []
         losses: list[float] = []
+        last = [0] * len(frags)  # each fragment's last outer step (after that many inner steps; W = 0)
+        end: dict[str, Any] | None = None
         try:
             streaming = cfg.method == "streaming_diloco"  # diloco: one fragment, no overlap, no mixing
             with DiLoCo(manager, frags, inner, outers, sync_every=cfg.sync_interval,
@@ -82,26 +116,30 @@ def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, out:
                         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
                     inner.step()  # DiLoCo's post-hook: prepare and perform fragments
                     if manager.current_step() != before:  # an outer step committed after this step
-                        snapshots.append({"step": step + 1, "theta": {k: v.detach().clone()
-                                                                      for k, v in model.state_dict().items()},
-                                          "anchors": [{n: f.original_parameters[n].detach().clone()
-                                                       for n in f.original_parameters} for f in diloco._fragments]})
+                        performed = before % len(frags)  # torchft's `_current_fragment` at the perform
+                        last[performed] = step + 1
+                        snapshots.append({"step": step + 1, "fragment": performed, **_state(model, diloco)})
+            if closing:
+                end = {**_closing_sync(manager, diloco, last, cfg.steps), **_state(model, diloco)}
         finally:
             manager.shutdown(wait=False)
-        out[replica] = {"snapshots": snapshots, "losses": losses, "fragments": fragment_units(len(units), fragments)}
+        out[replica] = {"snapshots": snapshots, "losses": losses, "fragments": fragment_units(len(units), fragments),
+                        "closing": end}
     except BaseException as e:  # surfaced by the caller with the replica's traceback
         errors.append(e)
 
 
-def torchft_diloco(cfg: RunConfig, fragments: int = 1) -> list[dict[str, Any]]:
-    """Run torchft's DiLoCo on cfg.replicas threads; per replica: {"snapshots": [{step, theta, anchors}],
-    "fragments": [[unit, …] per fragment]}, one snapshot after every committed outer step."""
+def torchft_diloco(cfg: RunConfig, fragments: int = 1, closing: bool = False) -> list[dict[str, Any]]:
+    """Run torchft's DiLoCo on cfg.replicas threads; per replica: {"snapshots": [{step, fragment, theta,
+    anchors}], "fragments": [[unit, …] per fragment], "closing": None or {landed, synced, theta, anchors}},
+    one snapshot after every committed outer step of the loop; with `closing`, the state after the closing
+    sync built from torchft's primitives (module docstring), and which fragments it landed and synced."""
     from torchft.coordination import LighthouseServer
 
     lighthouse = LighthouseServer(bind="[::]:0", min_replicas=cfg.replicas)
     out: dict[int, Any] = {}
     errors: list[BaseException] = []
-    threads = [threading.Thread(target=_replica, args=(cfg, r, lighthouse.address(), fragments, out, errors))
+    threads = [threading.Thread(target=_replica, args=(cfg, r, lighthouse.address(), fragments, closing, out, errors))
                for r in range(cfg.replicas)]
     try:
         for t in threads:

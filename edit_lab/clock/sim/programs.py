@@ -545,7 +545,8 @@ class StreamingDiLoCoProgram(LocalSGDProgram):
         landed = (yield from self.land(step)) if self.in_flight is not None else None
         trained = yield from self.final_sync_needed(step)
         last = self.last_sync_step
-        need = [f for f in range(len(self.fragments)) if trained or self.fragment_last[f] < last or f == landed]
+        # the fragment that has just landed had its one outer step (streaming.py's finalize)
+        need = [f for f in range(len(self.fragments)) if f != landed and (trained or self.fragment_last[f] < last)]
         if need:
             units = [u for f in need for u in self.fragments[f]]
             yield from self.exchange("sync_reduce", self.wire_bytes(units), None)

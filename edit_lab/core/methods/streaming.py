@@ -19,7 +19,8 @@ test compares with (tests/oracles/torchft_diloco.py): Δ is measured τ steps be
 step moves the anchor, then the mix. With P = 1, τ = 0 and α = 0 this is exactly `diloco`. Where the lab
 differs from torchft: fragments are whole sync units (torchft takes any list of modules), the anchors are
 created after W synchronous warm-up steps (torchft has none: W = 0 matches it), and the run ends with a
-closing sync of every fragment that trained since its last one (torchft stops where the loop stops).
+closing sync of every fragment that trained since its last one (torchft stops where the loop stops): a
+fragment still travelling at the end lands instead, and is not synced again (one outer step per fragment).
 
 Time budgets: the budget meeting is held where a fragment leaves (every replica's sync points are the same
 steps); a replica whose budget runs out while a fragment travels trains on to its landing (at most τ steps),
@@ -146,7 +147,13 @@ class StreamingDiLoCoMethod(LocalSGDMethod):
     @torch.no_grad()
     def finalize(self, step: int) -> None:
         """Land what travels, then one blocking sync of every fragment that trained since its last landing;
-        every replica ends holding the anchors (θ ← a everywhere)."""
+        every replica ends holding the anchors (θ ← a everywhere).
+
+        Each fragment gets at most one outer step here. A fragment still in flight lands now (τ steps after it
+        left, or sooner when the loop ended first), and that landing is its outer step, so the closing sync
+        leaves it out: a second step would move its anchor by Δ' = α·(a − θ) plus momentum (lr·μ²·b at
+        α = 0). With α > 0 its θ then differs between the replicas (the mix keeps α of each one's deviation);
+        θ ← a below ends every replica on its anchor, as for a fragment that landed at the loop's last step."""
         if self.outer is None:
             return
         landed = self.land(step, checkpoint=False) if self.in_flight is not None else None
@@ -154,7 +161,7 @@ class StreamingDiLoCoMethod(LocalSGDMethod):
         trained = self.final_sync_needed(step)  # a budget run's meetings; else: steps since the last landing
         last = self.last_sync_step
         need = [f for f in range(len(self.fragments))
-                if trained or self.fragment_last[f] < last or f == landed]
+                if f != landed and (trained or self.fragment_last[f] < last)]
         outer = self.outer
         if need:
             units = [u for f in need for u in self.fragments[f]]
