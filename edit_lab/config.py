@@ -285,10 +285,11 @@ class RunConfig:
     fragment_sync_delay: int = knob(1, "tau (overlap): inner steps a fragment's pseudo-gradient travels before its "
                                     "outer step lands, below sync_interval/fragments (torchft's fragment_sync_delay)",
                                     section=S_STREAM, ge=0)
-    fragment_update_alpha: float = knob(0.5, "alpha: at a fragment's outer step theta <- (1-alpha)*anchor + "
-                                        "alpha*theta, keeping alpha of the steps trained while it travelled (0: "
-                                        "theta <- anchor; torchft's fragment_update_alpha)", section=S_STREAM,
-                                        ge=0.0, le=1.0)
+    fragment_update_alpha: float = knob(0.5, "alpha: at a fragment's outer step theta <- anchor + alpha*(theta - "
+                                        "anchor) with the new anchor, keeping alpha of the replica's whole "
+                                        "deviation from it, not only of the steps trained while the fragment "
+                                        "travelled (0: theta <- anchor; torchft's fragment_update_alpha and "
+                                        "_merge_parameters)", section=S_STREAM, ge=0.0, le=1.0)
     fragment_schedule_rule: str | None = knob(
         None, "the source of a Python function fn(step, warmup, interval, fragments) -> the fragment whose outer "
         "step lands at the start of step, or None, run on every rank of streaming_diloco with W, H and P instead "

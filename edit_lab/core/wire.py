@@ -1,27 +1,38 @@
 """Compressed pseudo-gradients: the wire formats of a Local-SGD sync (`RunConfig.wire_format`, `error_feedback`).
 
 A sync moves every replica's pseudo-gradient Δ = a − θ across the sync group, the biggest transfer of a
-Local-SGD run. Streaming DiLoCo (Douillard et al., 2025) sends it in 4 bits and loses almost nothing; the
-lab lets every Local-SGD method send it as
+Local-SGD run. Streaming DiLoCo (Douillard et al., 2025) sends it in a 4-bit *floating-point* format and
+loses almost nothing; the lab's 4 bits are not that format but integer codes with a scale per block (below).
+The lab lets every Local-SGD method send it as
 
 - ``none``: float32, an all-reduce (the lab's default, and every run before this module);
 - ``bf16``: bfloat16, an all-reduce of the bf16 tensor: a sum of bf16 values is defined, gloo and NCCL
-  reduce it, and every addition rounds to bf16 (8 bits of mantissa);
+  reduce it, and every addition rounds to bf16 (8 significant bits, 7 stored);
 - ``int8`` / ``int4``: symmetric integer codes with one float32 scale per block of `BLOCK` values
-  (absmax / 127, absmax / 7). A *sum of codes* is not defined (each replica's block has its own scale),
-  so these travel as an **all-gather** of each replica's codes and scales (one uint8 tensor): every rank
-  then decodes the R payloads and sums them in float32, in replica order. An all-gather delivers R
-  payloads, so it is recorded (and charged by the link) as R × the payload, the lab's convention for every
-  all-gather (`Comm.all_gather`): at R = 2 int8 moves half of float32's bytes and int4 a quarter, but the
-  gathered bytes grow with R, so int8 stops paying at R = 4 and int4 at R = 8 (`collective_bytes`).
+  (absmax / 127, absmax / 7). A code is round(x / scale), deterministic round-half-to-even (`torch.round`),
+  not stochastic, so the rounding is biased: in one block, values of 0.45 beside an absmax of 7 (scale 1)
+  are sent as 0 at every sync; only error feedback carries them over to a later sync. A *sum of codes* is
+  not defined (each replica's block has its own scale), so these travel as an **all-gather** of each
+  replica's codes and scales (one uint8 tensor): every rank then decodes the R payloads and sums them in
+  float32, in replica order.
+
+The lab's counting rule (`collective_bytes`, and `Comm.all_gather` for every all-gather) records, and the
+link charges, an all-reduce at its tensor's size S and an all-gather at R payloads, R·p. By that rule, at
+R = 2 int8 moves 0.51 of float32's bytes and int4 0.258 ((1/2 + 1/64)·R/4), and the gathered bytes grow
+with R, so int8 stops paying at R = 4 and int4 at R = 8. That is the rule, not a ring: on a ring a rank
+sends 2(R − 1)/R·S for an all-reduce and (R − 1)·p for an all-gather, so the rule charges the integer
+formats 2× against float32 at every R; on a ring int8 breaks even near R = 8 and int4 near R = 16.
 
 Where it happens: `OuterState.pseudo_gradient` (outer.py) hands every method the *decompressed* Δ̂ =
 decode(encode(Δ + e)), so what the penalty judges, weighs and clips is what travels; with error feedback
 (Seide et al. 2014; Karimireddy et al. 2019) it keeps e ← (Δ + e) − Δ̂ for the next sync, per unit, on
 this rank's shard. `Comm.all_reduce` then carries the pseudo-gradient kinds of the sync group
-(`PSEUDO_GRADIENT_KINDS`) in the wire format: re-encoding Δ̂ (or w·Δ̂, EDiT's weighted one) gives back the
-same codes up to float rounding, so the bytes on the wire are the compressed tensor's own size, and the
-link model (comm.py) and the virtual clock charge that size because it is the tensor's.
+(`PSEUDO_GRADIENT_KINDS`) in the wire format. In int8 and int4, re-encoding Δ̂ (or w·Δ̂, EDiT's weighted
+one) gives back the same codes up to float rounding, so the bytes on the wire are the compressed tensor's
+own size, and the link model (comm.py) and the virtual clock charge that size because it is the tensor's.
+In bf16 re-encoding is not exact: EDiT's w·Δ̂ is rounded to bf16 again (w = 0.731: mean relative error
+1.4e-3), and so is every partial sum of the all-reduce; error feedback corrects only the first of these
+roundings of similar size (Δ + e to Δ̂).
 
 The byte counts (`payload_bytes`, `collective_bytes`) import no torch: the preview simulator charges them.
 """
@@ -86,6 +97,7 @@ def encode(x: Any, fmt: str) -> Any:
     xb = xp.view(blocks, BLOCK)
     scale = xb.abs().amax(dim=1) / levels  # 0 for an all-zero block: its codes are 0, decoded to 0
     safe = torch.where(scale > 0, scale, torch.ones_like(scale))
+    # round half to even, deterministic (biased, not stochastic): error feedback carries what it drops
     q = torch.round(xb / safe[:, None]).clamp_(-levels, levels).to(torch.int8)
     if fmt == "int8":
         codes = q.view(torch.uint8).reshape(-1)

@@ -5,7 +5,7 @@ replica is a thread of this process holding the *full* model (no sharding, no en
 `Manager` (its own `ProcessGroupGloo` and TCP store, one `LighthouseServer` for the job), the same AdamW
 and gradient clipping as the engine, the replica's batches, and `torchft.local_sgd.DiLoCo` wrapping the
 inner optimizer with one Nesterov `SGD` per fragment. A fragment is an `nn.ModuleList` of the lab's sync
-units (`Llama.units()`: the root unit, then the blocks), split as `schedule.fragment_units` splits them.
+units (`Llama.units()`: the root unit, then the blocks), split as `protocol.fragment_units` splits them.
 
 Where the two definitions meet (and where they do not):
 - torchft has no warm-up: the lab runs with W = 0, its anchors at step 0 as torchft saves them at start;
