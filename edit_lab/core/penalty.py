@@ -260,7 +260,7 @@ class AnomalyDetector:
       must never enter the statistics. `z` of such a value is the value itself (NaN, ±inf), so that it
       shows as such in the event records. `update` refuses it with ValueError. The reference is not silent
       here, it differs: its `z > threshold` is False for NaN, so a NaN norm passes and is learnt (its mean and
-      variance turn NaN for good). (Peer ratios, `_decide_peers`: q = inf from a peers' median of 0 is not a
+      variance turn NaN for good), and before arming it flags nothing, so an infinite norm is learnt too. (Peer ratios, `_decide_peers`: q = inf from a peers' median of 0 is not a
       non-finite norm; only an armed detector flags it.)
     - Only large norms are outliers (one-sided): a replica that barely moved is harmless.
     - With σ = 0 (e.g. bias-corrected, after identical values) z is 0 and nothing finite is flagged.
