@@ -16,8 +16,8 @@ SYNC(l) penalises a replica's pseudo-gradient Δ_r = a − θ_r of unit l in thr
    detector, not by its peers). Flagged on one unit, it is left out of every unit of that sync, and stays out
    while some unit of it is still more than `stay_ratio` κ_s times its peers' (and, with fewer than 3 peers,
    its memory still says it moved). When every replica that trained is flagged, each is left out only of the
-   units it stands out on, and on a unit where all do, the one with the smallest G/k is admitted (D16,
-   `_release`): a frozen anchor could otherwise repeat the same verdicts for the rest of the run.
+   units it stands out on (D16, `_release`): a frozen anchor could otherwise repeat the same verdicts for the
+   rest of the run.
    `enter_ratio=0, memory_threshold=0, majority_ratio=0` is D11 as first chosen. With `peers` off each unit is
    judged alone on G_r/k_r (or G_r), as the authors' detector does, with the re-admission of D10
    (`readmitted_replicas`); both remain options. `decide_sync` takes one sync's decisions for every replica and
@@ -633,8 +633,8 @@ def decide_sync(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDetec
     moved: D15), or q > κ_m with a majority of peers (D16), or when it was flagged at its last judged sync and
     some unit's q is still above `stay_ratio` (κ_s); it is then left out of every unit (`whole_replica`; False
     judges each unit alone, for comparisons in the benchmarks), and none of its detectors learns. When every
-    replica that trained is flagged, `_release` lets each back into the units it does not stand out on, and the
-    least into a unit where all do (`readmitted` True there; D16). A replica with no peer to compare with at
+    replica that trained is flagged, `_release` lets each one with finite norms back into the units it does
+    not stand out on itself (`readmitted` True there; D16). A replica with no peer to compare with at
     this sync (every other one trained no step) keeps its last verdict. With one replica in the run there are
     no peers ever: the detector judges G/k itself (the rule below). `memory` (each replica's own history of
     G/k, one detector per replica and unit) is required with `peers` and `memory_threshold` > 0.
@@ -702,9 +702,12 @@ def _unit_tests(config: PenaltyConfig, det: AnomalyDetector, own: AnomalyDetecto
     stays = config.stay_ratio > 0 and q > config.stay_ratio
     if ask_memory and (enters or stays):
         # no majority: q is high because this replica rose or because its peer fell; only the replica whose own
-        # G/k stands above its own history is the one that moved, to enter and to stay
-        moved = own is not None and own.armed and own.z(float(x)) > config.memory_threshold  # type: ignore[arg-type]
-        enters, stays = enters and moved, stays and moved
+        # G/k stands above its own history is the one that moved, to enter and to stay. A memory not yet armed
+        # cannot say it moved (no entry), nor that it did not (a replica out since before its memory armed, e.g.
+        # by a majority at a wider sync, stays out while q > κ_s)
+        armed = own is not None and own.armed
+        moved = armed and own.z(float(x)) > config.memory_threshold  # type: ignore[union-attr, arg-type]
+        enters, stays = enters and moved, stays and (moved or not armed)
     # D16: with a majority of peers their median is a healthy replica's, so a q far above 1 is wrong whatever the
     # replica's own history (an onset before arming is learnt by its detector); inf is not (see above)
     if majority and config.majority_ratio > 0 and math.isfinite(q) and q > config.majority_ratio:
@@ -715,29 +718,30 @@ def _unit_tests(config: PenaltyConfig, det: AnomalyDetector, own: AnomalyDetecto
 def _release(x: list[list[float | None]], bad: list[list[bool]], tests: list[list[_Unit]], prev: list[list[int]],
              verdicts: list[list[bool]], whole_replica: bool, kept: list[bool]) -> list[list[bool]]:
     """D16: every replica that trained is flagged. Left so, no unit's anchor moves, no detector learns, and a
-    frozen anchor can repeat the same verdicts at every later sync. So each replica judged at this sync is then
-    left out only of the units it is flagged on itself, and on a unit where every one still is, the one with the
-    smallest finite G/k there (ties: each) is admitted. Returns which verdicts this released (a non-finite norm
-    never is, nor a replica that kept its last verdict for want of peers: `kept`)."""
+    frozen anchor can repeat the same verdicts at every later sync. So each replica whose norms are all finite
+    is then left out only of the units it is flagged on itself (it enters there, or stays). Returns which
+    verdicts this released. Never released: a replica with a non-finite norm on any unit (its training broke,
+    whichever unit showed it), and one that kept its last verdict because every other replica trained no step
+    (`kept`: A-EDiT's closing meeting).
+
+    Why that is enough: with ratios above 1 (κ_e, κ_s, κ_m) the replica with the smallest G/k on a unit has
+    q ≤ 1 there and never stands out on it, so every unit two released replicas share a finite norm on is
+    unfrozen. A unit can stay frozen for a sync where at most one finite replica is left on it (its peers broke
+    or trained no step: they are back at the next sync, from the anchor), or with a test that has no ratio
+    (`enter_ratio=0`, D11 as first chosen). Admitting the smallest norm there instead would let a replica that
+    stands out ×10 into the anchor because its only peer broke."""
     R, U = len(x), len(x[0])
     trained = [r for r in range(R) if any(v is not None for v in x[r])]
-    if not trained or not all(any(verdicts[r]) for r in trained):
-        return [[False] * U for _ in range(R)]
-    trained = [r for r in trained if not kept[r]]
     freed = [[False] * U for _ in range(R)]
-    if whole_replica:
-        for r in trained:
-            was = any(prev[r])
-            for u in range(U):
-                own = tests[r][u].enters or (was and tests[r][u].stays)
-                freed[r][u] = verdicts[r][u] and not own
-    for u in range(U):
-        if all(verdicts[r][u] and not freed[r][u] for r in trained):
-            finite = [(float(x[r][u]), r) for r in trained if not bad[r][u] and x[r][u] is not None]  # type: ignore
-            if finite:
-                least = min(v for v, _ in finite)
-                for v, r in finite:
-                    freed[r][u] = freed[r][u] or v == least
+    if not trained or not all(any(verdicts[r]) for r in trained):
+        return freed
+    for r in trained:
+        if kept[r] or any(bad[r]):
+            continue
+        was = any(prev[r]) if whole_replica else False
+        for u in range(U):
+            own = tests[r][u].enters or ((was or prev[r][u] > 0) and tests[r][u].stays)
+            freed[r][u] = verdicts[r][u] and not own
     return freed
 
 
@@ -753,7 +757,9 @@ def _decide_peers(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDet
                          "`memory`, one detector per replica and unit (PenaltyConfig.new_detector)")
     tests: list[list[_Unit]] = []
     verdicts: list[list[bool]] = []
-    kept = [False] * R  # no peer to compare with at this sync: its last verdict kept, nothing counted or learnt
+    kept = [False] * R  # every other replica trained no step: its last verdict kept, nothing counted or learnt
+    others = [sum(1 for s in range(R) if s != r and any(v is not None for v in x[s])) for r in range(R)]
+    stale = [False] * R  # its last verdict kept (no finite peer): nothing learnt from this sync
     for r in range(R):
         q = [ratios[u][r] for u in range(U)]
         comparable = [math.isfinite(v) or v == math.inf for v in q]
@@ -761,10 +767,11 @@ def _decide_peers(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDet
             tests.append([_Unit(False, False, [0.0, math.inf, math.inf, math.nan, math.nan])] * U)
             verdicts.append([False] * U)
             continue
-        if not any(comparable) and not any(bad[r]):  # no peer trained this round: keep the last verdict
+        if not any(comparable) and not any(bad[r]):  # no finite peer: keep the last verdict
             tests.append([_Unit(False, False, [0.0, math.inf, math.inf, math.nan, math.nan])] * U)
             verdicts.append([any(prev[r]) if whole_replica else prev[r][u] > 0 for u in range(U)])
-            kept[r] = True
+            kept[r] = others[r] == 0  # peers that trained but broke (non-finite): its verdict may be released
+            stale[r] = True
             continue
         own = memory[r] if memory is not None else [None] * U
         row = [_unit_tests(config, detectors[r][u], own[u], x[r][u], q[u], bad[r][u], comparable[u], majority[u],
@@ -789,7 +796,8 @@ def _decide_peers(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDet
             q = ratios[u][r]
             comparable = math.isfinite(q) or q == math.inf
             out_now = verdicts[r][u] and not freed[r][u]
-            admitted = not verdicts[r][u]  # learnt from: never a flagged value, nor one released only (D1)
+            # learnt from: never a flagged value, nor one released only (D1), nor one with no finite peer
+            admitted = not verdicts[r][u] and not stale[r]
             if admitted and comparable and math.isfinite(q):
                 detectors[r][u].update(q)
             if (admitted and memory is not None and keeps_memory(config) and x[r][u] is not None

@@ -52,9 +52,9 @@ def test_every_replica_flagged_leaves_each_out_of_its_own_unit_and_no_anchor_fre
                 assert all(got[r][u][i].readmitted for i in range(8, n))
 
 
-def test_when_every_replica_stands_out_on_one_unit_the_smallest_norm_is_admitted_there():
-    """R = 2, one unit, both ×2 from sync 8 in turn (so both are flagged at once): the unit is never frozen, the one
-    with the smaller G/k is admitted, and a non-finite norm never is."""
+def test_a_rise_both_replicas_share_on_one_unit_flags_nobody_and_a_nan_on_both_waits_one_sync():
+    """R = 2, one unit, both ×2 (and ×2.2) from sync 8: q stays near 1, the unit is never frozen; a NaN on every
+    replica is never admitted (that sync's outer step is skipped)."""
     n = 14
     norms = [[_noisy("a", n)], [_noisy("b", n)]]
     for i in range(8, n):
