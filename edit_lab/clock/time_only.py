@@ -115,6 +115,7 @@ class ChargedModel:
                                            for u in range(self.n_units)]
         self.peak_gathered_bytes = 0  # not tracked: a time-only run reports no memory
         self._rs_pending: list[tuple[int, Handle, torch.Tensor]] = []
+        self._grad_ready: Any = None  # this step's `hooks.grad_ready_hook()`
         self._bwd_marks: list[tuple[str, Any]] = []
         self._freed: set[int] = set()  # units resharded after this step's forward, not yet re-gathered
         self._ag_pending: dict[int, Handle] = {}
@@ -156,6 +157,7 @@ class ChargedModel:
         h = self.comm.reduce_scatter(out, torch.zeros(n * self.S, device=self.device), group="shard",
                                      kind="reduce_scatter", unit=unit, async_op=True)
         self._rs_pending.append((unit, h, out))
+        self._after_reduce_scatter()
 
     # ------------------------------------------------------------------ forward / backward
     def forward(self, tokens: torch.Tensor, targets: torch.Tensor, shards: list[torch.Tensor] | None = None,
@@ -166,6 +168,8 @@ class ChargedModel:
         what = "fwd" if grad else "eval_fwd"
         if grad:
             self._freed, self._ag_pending = set(), {}
+            ask = getattr(hooks, "grad_ready_hook", None)
+            self._grad_ready = ask() if ask is not None else None
         may_early = hooks.may_gather_early if hooks is not None else (lambda unit: True)
 
         def gather_next(unit: int) -> None:
@@ -218,6 +222,8 @@ class ChargedModel:
 
     # the real engine's own code: they act on the shards and the shard-group collectives only
     _log_backward_spans = ShardedModel._log_backward_spans
+    _land = ShardedModel._land  # the method's gradient all-reduce starts here as in the real engine
+    _after_reduce_scatter = ShardedModel._after_reduce_scatter
     finish_backward = ShardedModel.finish_backward
     grad_norm_ = ShardedModel.grad_norm_
 

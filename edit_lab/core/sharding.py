@@ -37,6 +37,7 @@ independent oracle the tests compare against (tests/oracles/fsdp2.py).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -97,15 +98,25 @@ class UnitHooks(Protocol):
     def may_gather_early(self, unit: int) -> bool:
         """False while `pre_unit(unit)` may still change the unit's shard (its sync has not happened)."""
 
+    def grad_ready_hook(self) -> "GradReady | None":
+        """Asked once per training forward (optional: a hooks object without it gets None): what the backward
+        calls with each unit's gradient shard as soon as it is final (`ShardedModel._after_reduce_scatter`), or
+        None. `sync` (and every method's warm-up) starts the unit's gradient all-reduce over the replicas there."""
+
+
+#: Called during the backward with (unit, its final gradient shard: the shard's `.grad`).
+GradReady = Callable[[int, torch.Tensor], None]
+
 
 class _GatherUnit(torch.autograd.Function):
     """Forward: all-gather a unit's shards. Backward: reduce-scatter its gradient (asynchronously).
 
     The backward returns no gradient to autograd: the reduce-scatter is still in flight when it
-    returns, and `ShardedModel.finish_backward` writes each shard's `.grad` once it lands, which
-    lets the reduce-scatter of unit l overlap the backward compute of unit l-1. It runs once every
-    use of the unit's parameters has had its backward, so with resharding the re-gathered full
-    parameters are freed here again.
+    returns, and the engine writes the shard's `.grad` once it lands (`_land`: during the backward when
+    the method asked to hear of it, `_after_reduce_scatter`; else in `finish_backward`), which lets the
+    reduce-scatter of unit l overlap the backward compute of unit l-1. It runs once every use of the
+    unit's parameters has had its backward, so with resharding the re-gathered full parameters are
+    freed here again.
     """
 
     @staticmethod
@@ -160,6 +171,7 @@ class ShardedModel:
         self.model = model
         self.size = model.size
         self._rs_pending: list[tuple[int, Handle, torch.Tensor]] = []
+        self._grad_ready: GradReady | None = None  # this step's `hooks.grad_ready_hook()`
         self._bwd_marks: list[tuple[str, Any]] = []
         self._held: dict[int, _Held] = {}  # units gathered by this training step's forward
         self._ag_pending: dict[int, Handle] = {}  # backward re-gathers in flight
@@ -190,6 +202,37 @@ class ShardedModel:
         h = self.comm.reduce_scatter(out, grad_full.contiguous(), group="shard", kind="reduce_scatter",
                                      unit=unit, async_op=True)
         self._rs_pending.append((unit, h, out))
+        self._after_reduce_scatter()
+
+    # ------------------------------------------------------------------ gradient shards
+    def _land(self, unit: int, h: Handle, out: torch.Tensor) -> None:
+        """Wait for unit's reduce-scatter, make its result the shard's `.grad`, and tell the method."""
+        h.wait()
+        p = self.shards[unit]
+        p.grad = out if p.grad is None else p.grad + out
+        if self._grad_ready is not None:
+            self._grad_ready(unit, p.grad)
+
+    def _after_reduce_scatter(self) -> None:
+        """Right after a unit's reduce-scatter is issued: hand the method every gradient shard that is final.
+
+        Only when the method asked (`grad_ready_hook`); otherwise every shard lands in `finish_backward`, as
+        always. The rule depends on S alone, so a real run, the virtual clock and the simulator
+        (`sim/programs.py` `ReplicaProgram.backward`) all follow it:
+
+        - S = 1: the reduce-scatter of a group of one is a copy, complete when issued: unit l's shard is
+          handed over at once, at the end of unit l's backward;
+        - S > 1: unit l's shard is handed over when unit l-1's reduce-scatter has been issued (at the end of
+          unit l-1's backward): unit l's had that backward compute to travel, and is waited for then (the
+          wait is the shard group's, recorded as usual). The last one, the root unit's, lands in
+          `finish_backward`. Not `Work.is_completed()`: what it answers depends on this machine's speed.
+        """
+        if self._grad_ready is None:
+            return
+        ready = self._rs_pending if self.S == 1 else self._rs_pending[:-1]
+        self._rs_pending = self._rs_pending[len(ready):]
+        for unit, h, out in ready:
+            self._land(unit, h, out)
 
     # ------------------------------------------------------------------ resharding
     def _reshards(self, unit: int) -> bool:
@@ -255,6 +298,8 @@ class ShardedModel:
         if grad:
             self._held, self._ag_pending = {}, {}
             self._count()
+            ask = getattr(hooks, "grad_ready_hook", None)
+            self._grad_ready = ask() if ask is not None else None
 
         may_early = hooks.may_gather_early if hooks is not None else (lambda unit: True)
 
@@ -338,11 +383,11 @@ class ShardedModel:
         log.add_span("compute_bwd", ready.get("start0", prev), t_end, unit=0, part="embed")
 
     def finish_backward(self) -> None:
-        for unit, h, out in self._rs_pending:
-            h.wait()
-            p = self.shards[unit]
-            p.grad = out if p.grad is None else p.grad + out
-        self._rs_pending = []
+        """Land every reduce-scatter still pending (all of them unless the method asked to hear of each)."""
+        pending, self._rs_pending = self._rs_pending, []
+        for unit, h, out in pending:
+            self._land(unit, h, out)
+        self._grad_ready = None
 
     # ------------------------------------------------------------------ helpers
     def grad_norm_(self, max_norm: float) -> float:

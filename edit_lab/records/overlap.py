@@ -19,6 +19,10 @@ time. Per-rank totals (`rank_totals`) therefore take the *union* of the chosen s
 the same way: every instant of a rank's wall-clock time is counted at most once, and a rank's hidden
 total can never exceed its work.
 
+The same split, restricted to some kinds of work (`Overlap.under_work`): how much of a rank's chosen
+collectives travelled under, say, its backward compute; e.g. sync's gradient all-reduce, which starts
+during the backward as DDP's does (tests/distributed/test_grad_overlap.py asserts it).
+
 Why not `duration − own wait` (the lab's earlier definition): when a rank waits for several
 asynchronous collectives one after the other, every one but the one being waited on would count as
 hidden although the rank computes nothing.
@@ -129,6 +133,7 @@ NOT_COMM = Split(0.0, 0.0, 0.0, 0.0)
 class _Rank:
     work: list[Interval]  # work minus the moments blocked on a collective, merged
     own: dict[int, list[Interval]]  # id(comm event) -> its exposed intervals
+    blocked: list[Interval]  # every moment the rank stood blocked on a collective, merged
 
     def __post_init__(self) -> None:
         self.work_ends = [b for _, b in self.work]
@@ -177,7 +182,7 @@ class Overlap:
             blocked = merge([iv for ivs in own.values() for iv in ivs]
                             + [(e["t0"], e["t1"]) for e in evs if e["kind"] == "wait"])
             work = subtract(merge((e["t0"], e["t1"]) for e in evs if e["kind"] in WORK_KINDS), blocked)
-            state = _Rank(work, own)
+            state = _Rank(work, own, blocked)
             self._ranks[rank] = state
             for e in comm:
                 self._splits[id(e)] = self._cut(e, state)
@@ -219,6 +224,30 @@ class Overlap:
             exposed = length(merge(own[rank]))
             out[rank] = {"comm_s": comm_s, "hidden_s": hidden, "exposed_s": exposed,
                          "other_s": max(comm_s - hidden - exposed, 0.0)}
+        return out
+
+    def under_work(self, events: Iterable[Event], kinds: Iterable[str]) -> dict[int, dict[str, float]]:
+        """Per rank, how much of the collectives among `events` travelled under its work of `kinds` (some of
+        `WORK_KINDS`: "compute_bwd" for "under the backward"), each instant counted once:
+
+        comm_s (time with at least one of them in flight, as `rank_totals`), work_s (the rank's work of those
+        kinds, minus every moment it stood blocked on a collective, as for `hidden`) and under_s (their
+        intersection). under_s <= min(comm_s, work_s); with every work kind it is `rank_totals`' hidden_s.
+        A rank with none of these collectives is left out.
+        """
+        kinds = frozenset(kinds)
+        if not kinds <= WORK_KINDS:
+            raise ValueError(f"not work (overlap.WORK_KINDS): {sorted(kinds - WORK_KINDS)}")
+        spans: dict[int, list[Interval]] = {}
+        for e in events:
+            if id(e) in self._splits:
+                spans.setdefault(e["rank"], []).append((e["t0"], e["t1"]))
+        out: dict[int, dict[str, float]] = {}
+        for rank, ivs in spans.items():
+            comm = merge(ivs)
+            work = subtract(merge((e["t0"], e["t1"]) for e in self._events[rank] if e["kind"] in kinds),
+                            self._ranks[rank].blocked)
+            out[rank] = {"comm_s": length(comm), "work_s": length(work), "under_s": length(intersect(comm, work))}
         return out
 
     def totals(self, events: Iterable[Event]) -> dict[str, float]:

@@ -2,7 +2,8 @@
 
 One launch. The sync link is slowed to 30 ms a transfer so that "overlapped" is visible in the timings:
 a round of τ = 4 local steps is longer than a transfer, so the transfer travels while the replica trains,
-whereas the blocking all-reduces of the warm-up pay the full latency.
+whereas each of the warm-up's gradient all-reduces still takes the full latency on the link (most of it after its
+unit's backward, which is short).
 """
 
 from __future__ import annotations
@@ -95,7 +96,8 @@ def test_the_outer_all_reduce_overlaps_the_next_round(co2):
             # Everything of the transfer before wait["t0"] travelled while this rank trained its next round.
             assert red["t1"] - red["t0"] >= LATENCY_S * 0.99
             assert min(red["t1"], wait["t0"]) - red["t0"] >= 0.9 * LATENCY_S, (red, wait)
-        # whereas the warm-up's blocking gradient all-reduces pay the latency in full, in the open
+        # whereas each of the warm-up's gradient all-reduces takes the latency in full (started when its unit's
+        # backward ends, it has only the short backward of the units before it to hide under)
         grads = run.events_of("grad_all_reduce", rank)
         assert grads and max(e["t1"] - e["t0"] for e in grads) >= LATENCY_S * 0.9
     assert run.events_of("sync_reduce") == []

@@ -125,44 +125,48 @@ def test_aedit_replaying_a_real_runs_schedule_trains_its_model(tmp_path):
 
 
 def test_sync_run_on_uniform_costs_is_hand_computed(tmp_path):
-    """1 shard x 2 replicas, sync: a step is 3 units x (2 + 3) ms, 1 ms of the rest, then three gradient
-    all-reduces queued on the sync group at 5 ms each."""
+    """1 shard x 2 replicas, sync: a step is 3 units x 2 ms forward, then the backward (the head's 1.5 ms,
+    3 ms a block, the embedding's 1.5 ms), 1 ms of the rest. Each unit's gradient all-reduce (5 ms) leaves at
+    the end of its backward (`Method.grad_ready`): block 2's at 6 + 1.5 + 3 = 10.5 ms, and the three queue on
+    the sync group from there, block 1's (13.5 ms) and the root's (15 ms) behind it, until 25.5 ms."""
     costs = uniform_costs(tmp_path)
     run = virtual(tmp_path, "sync", method="sync", shards=1, replicas=2, steps=6, clock_costs=costs)
-    step = 3 * (2 + 3) / 1e3 + 1e-3 + 3 * 5e-3
+    step = (6 + 1.5 + 3) / 1e3 + 3 * 5e-3 + 1e-3
     assert run.summary["wall_s"] == pytest.approx(6 * step, abs=1e-12)
     assert run.summary["clock_costs"] == "typed in by the test"
     ends = [m["t"] for m in run.metrics if m["kind"] == "train" and m["replica"] == 0]
     assert ends == pytest.approx([step * (i + 1) for i in range(6)], abs=1e-12)
     # with the config's simulated link on top, exactly as comm.LinkModel: each of the three transfers
-    # starts at max(its backend completion, the link's previous transfer's end) and takes 10 ms
+    # starts at max(its backend completion, the link's previous transfer's end) and takes 10 ms: block 2's
+    # backend completes at 15.5 ms, so the link carries the three from 15.5 to 45.5 ms
     linked = virtual(tmp_path, "link", method="sync", shards=1, replicas=2, steps=2, clock_costs=costs,
                      link_latency_ms=10.0)
-    assert linked.summary["wall_s"] == pytest.approx(2 * (16e-3 + 35e-3), abs=1e-12)
+    assert linked.summary["wall_s"] == pytest.approx(2 * (15.5e-3 + 30e-3 + 1e-3), abs=1e-12)
 
 
 def test_time_budgets_and_aedit_timers_follow_the_cost_model(tmp_path):
     """Hand-computed on the uniform costs (a plain step: 3 x (2 + 3) + 1 = 16 ms of compute)."""
     costs = uniform_costs(tmp_path)
-    # sync for 0.1 s: each step starts with the stop check (5 ms) and syncs three gradients (15 ms): 36 ms a
-    # step, so the fourth step start, at 108 ms, is past the budget; the run ends after that stop check
+    # sync for 0.1 s: each step starts with the stop check (5 ms), then 26.5 ms (its three gradient all-reduces
+    # queue from the end of block 2's backward, 10.5 ms in: test_sync_run_on_uniform_costs_is_hand_computed):
+    # 31.5 ms a step, so the fifth step start, at 126 ms, is past the budget; the run ends after that stop check
     sync = virtual(tmp_path, "sync", method="sync", shards=1, replicas=2, time_budget=0.1, clock_costs=costs)
-    assert [v["steps"] for v in sync.summary["per_replica"].values()] == [3, 3]
-    assert sync.summary["wall_s"] == pytest.approx(0.108, abs=1e-12)
-    assert sync.summary["train_end_s"] == pytest.approx(0.113, abs=1e-12)
-    # A-EDiT, replica 1 a 2x straggler (+16 ms a step): two warm-up steps at the straggler's pace (5 + 15 +
-    # 15 + 1 + 16 = 52 ms), the third step's stop check (5 ms), then the timer exchange (5 ms) starts the
-    # timers from the clocks sent, 0.109; the fast replica's 16 ms local steps reach T_sync = 0.1 s at the
-    # start of its step 8, at 0.114 + 6 x 0.016 = 0.210 (the slow one at its step 5, the same moment)
+    assert [v["steps"] for v in sync.summary["per_replica"].values()] == [4, 4]
+    assert sync.summary["wall_s"] == pytest.approx(0.126, abs=1e-12)
+    assert sync.summary["train_end_s"] == pytest.approx(0.131, abs=1e-12)
+    # A-EDiT, replica 1 a 2x straggler (+16 ms a step): two warm-up steps at the straggler's pace (5 + 26.5 +
+    # 1 + 16 = 47.5 ms), the third step's stop check (5 ms), then the timer exchange (5 ms) starts the
+    # timers from the clocks sent, 0.100; the fast replica's 16 ms local steps reach T_sync = 0.1 s at the
+    # start of its step 8, at 0.105 + 6 x 0.016 = 0.201 (the slow one at its step 5, the same moment)
     aedit = virtual(tmp_path, "aedit", method="aedit", shards=1, replicas=2, time_budget=0.5, sync_period=0.1,
                     straggler_replicas=(1,), straggler_factor=2.0, clock_costs=costs)
     mine = [e for e in aedit.events if e["rank"] == 0 and e["kind"] in ("timer_start", "step_count")]
     assert (mine[0]["kind"], mine[0]["step"]) == ("timer_start", 2)
-    assert (mine[0]["t0"], mine[0]["t1"]) == pytest.approx((0.109, 0.114), abs=1e-12)
+    assert (mine[0]["t0"], mine[0]["t1"]) == pytest.approx((0.100, 0.105), abs=1e-12)
     assert (mine[1]["kind"], mine[1]["step"]) == ("step_count", 8)
-    assert mine[1]["t0"] == pytest.approx(0.210, abs=1e-12)
+    assert mine[1]["t0"] == pytest.approx(0.201, abs=1e-12)
     slow = [e for e in aedit.events if e["rank"] == 1 and e["kind"] == "step_count"]
-    assert slow[0]["step"] == 5 and slow[0]["t0"] == pytest.approx(0.210, abs=1e-12)
+    assert slow[0]["step"] == 5 and slow[0]["t0"] == pytest.approx(0.201, abs=1e-12)
 
 
 def test_a_straggler_pauses_k_minus_one_times_its_own_compute(tmp_path):

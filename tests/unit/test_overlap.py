@@ -152,3 +152,31 @@ def test_invariants_on_random_ranks(seed):
         assert tot["hidden_s"] <= compute + 1e-12  # a rank's hidden time never exceeds its compute
         span = max(e["t1"] for e in events if e["rank"] == rank) - min(e["t0"] for e in events if e["rank"] == rank)
         assert tot["comm_s"] <= span + 1e-12  # each instant counted once
+
+
+def test_under_work_counts_collectives_in_flight_under_one_kind_of_work_once():
+    # sync's overlapped backward: unit 2's backward computes 4..10, unit 1's 10..13 (blocked 11..12 on unit 2's
+    # reduce-scatter, which is not work); unit 2's gradient all-reduce leaves at 10, unit 1's at 13; the rank
+    # waits on them 13..16 and 16..20, then steps its optimizer 20..22
+    events = [ev("compute_fwd", 0, 4, unit=1), ev("compute_bwd", 4, 10, unit=2), ev("compute_bwd", 10, 13, unit=1),
+              ev("reduce_scatter", 4, 12, unit=2, group="shard", overlapped=True),
+              ev("wait", 11, 12, unit=2, group="shard", on="reduce_scatter"),
+              ev("grad_all_reduce", 10, 16, unit=2, group="sync", overlapped=True),
+              ev("grad_all_reduce", 13, 20, unit=1, group="sync", overlapped=True),
+              ev("wait", 13, 16, unit=2, group="sync", on="grad_all_reduce"),
+              ev("wait", 16, 20, unit=1, group="sync", on="grad_all_reduce"),
+              ev("optimizer", 20, 22), ev("compute_bwd", 0, 5, rank=1)]
+    ov = Overlap(events)
+    ar = [e for e in events if e["kind"] == "grad_all_reduce"]
+    under = ov.under_work(ar, {"compute_bwd"})
+    assert list(under) == [0]  # rank 1 issued none of them
+    u = under[0]
+    assert u["comm_s"] == pytest.approx(10 * MS)  # 10..20, each instant once
+    assert u["work_s"] == pytest.approx(8 * MS)  # 4..13 less the wait 11..12
+    assert u["under_s"] == pytest.approx(2 * MS)  # 10..11 and 12..13
+    # with every kind of work it is the rank's hidden time; the optimizer and the forward lie outside 10..20
+    assert ov.under_work(ar, {"compute_fwd", "compute_bwd", "optimizer"})[0]["under_s"] == pytest.approx(
+        ov.rank_totals(ar)[0]["hidden_s"])
+    assert ov.under_work(ar, {"optimizer"})[0] == pytest.approx({"comm_s": 10 * MS, "work_s": 2 * MS, "under_s": 0})
+    with pytest.raises(ValueError, match="wait"):
+        ov.under_work(ar, {"compute_bwd", "wait"})

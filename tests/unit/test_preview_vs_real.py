@@ -17,9 +17,9 @@ from benchmarks.preview_vs_real import example_rows
 
 # Relative errors (predicted / measured − 1) measured on the shipped runs, then the tolerance:
 #                 tokens/s        waiting (sync_wait_s, summed)   steps per replica (0, 1)
-# sync            +16.2 % (20 %)  +14.8 % (20 %)                  +15.2 %, +15.2 % (20 %)
-# edit (calib.)   −2.9 %  (5 %)   +34.7 % (45 %)                  −3.4 %, −1.7 % (5 %)
-# aedit           +18.2 % (22 %)  +61.2 % (70 %)                  +7.1 % (10 %), +33.3 % (40 %)
+# sync            +21.2 % (25 %)  +1.8 %  (20 %)                  +21.7 %, +21.7 % (25 %)
+# edit (calib.)   −1.8 %  (5 %)   +28.6 % (45 %)                  −1.7 %, −1.7 % (5 %)
+# aedit           +18.4 % (22 %)  +59.1 % (70 %)                  +7.1 % (10 %), +33.3 % (40 %)
 # Two reasons, both measured. (1) The three runs were recorded one after the other, and this machine's
 # speed drifts by more than the model's error (the benchmark's calibration run, made again a minute
 # later, differed by −12.8 %): the sync and A-EDiT runs computed 25.4 and 25.9 ms of own compute a step
@@ -29,9 +29,12 @@ from benchmarks.preview_vs_real import example_rows
 # step), the straggler's spinning ranks holding the cores: the fast replica is less ahead than
 # simulated and waits less at the time budget's stop checks, where most of the waiting is. Since
 # issue 23 the straggler stretches only its own compute, so none of that hides in its pause. A-EDiT's
-# slow replica (+33 % steps) combines both.
+# slow replica (+33 % steps) combines both. (3) Since issue 48 each unit's gradient all-reduce starts during
+# the backward (sync, and every method's warm-up), and the simulator predicts that schedule; the shipped runs
+# were recorded before it, with every all-reduce after the backward: sync's prediction went from +16.2 % to
+# +21.2 % tokens/s (and from +14.8 % to +1.8 % waiting), until the examples are recorded again.
 ACCURACY = {
-    "sync": {"tokens": 0.20, "wait": 0.20, "steps": (0.20, 0.20)},
+    "sync": {"tokens": 0.25, "wait": 0.20, "steps": (0.25, 0.25)},
     "edit": {"tokens": 0.05, "wait": 0.45, "steps": (0.05, 0.05)},
     "aedit": {"tokens": 0.22, "wait": 0.70, "steps": (0.10, 0.40)},
 }

@@ -45,6 +45,22 @@ def test_sync_step_by_hand():
         assert v["steps"] == 10
 
 
+def test_sync_step_by_hand_one_shard_overlaps_the_backward():
+    """One shard: each unit's gradient all-reduce leaves at the end of its backward (`Method.grad_ready`). The
+    forward 2 ms; the backward: the head's 1 ms, the block's 2 ms (its all-reduce leaves at 5 ms, done at 5.5,
+    under the embedding's 1 ms), the embedding's (the root's leaves at 6 ms, done at 6.5); the rest 1 ms: 7.5 ms a
+    step, 0.5 ms of it waiting. With two shards (test_sync_step_by_hand) the block's shard is handed over only at
+    the end of the embedding's backward, so both leave at 6 ms: 8 ms a step."""
+    s = simulate(cfg(steps=10, shards=1), costs(shards=1)).summary
+    assert s["wall_s"] == pytest.approx(10 * 7.5 * MS)
+    for v in s["per_replica"].values():
+        assert v["sync_wait_s"] == pytest.approx(10 * 0.5 * MS)
+    p = simulate(cfg(steps=1, shards=1), costs(shards=1))
+    ar = sorted((e for e in p.events if e["replica"] == 0 and e["kind"] == "grad_all_reduce"), key=lambda e: e["t0"])
+    assert [e["unit"] for e in ar] == [1, 0]
+    assert [x for e in ar for x in (e["t0"], e["t1"])] == pytest.approx([5 * MS, 5.5 * MS, 6 * MS, 6.5 * MS])
+
+
 def test_consistent_straggler_by_hand():
     """Replica 1 twice as slow: it pauses its 7 ms of own compute a step (typed-in costs: the 6 ms forward
     and backward and the 1 ms rest, which the virtual clock charges to the optimizer span:

@@ -8,9 +8,12 @@ against the methods' schedules, and `tests/distributed/test_sim_matches_virtual.
 collectives and every step's end against the virtual clock, which runs the methods' own code on the
 same costs (`crosscheck.py`): they agree to float rounding.
 
-- sync: every step, the gradient shards of every unit are all-reduced (asynchronously, then waited for);
-- post_local_sgd / diloco: W synchronous steps, then the whole model synced every τ steps, blocking,
-  between steps (Post Local SGD unit by unit, DiLoCo in one collective plus an outer step);
+- sync: every step, each unit's gradient shard is all-reduced, started during the backward as soon as the
+  unit's shard is final (`ShardedModel._after_reduce_scatter`'s rule: at the end of the unit's backward with
+  one shard, at the end of the next unit's with several) and waited for after it (`ReplicaProgram.backward`);
+- post_local_sgd / diloco: W synchronous steps (their gradient all-reduces overlapped as sync's), then the whole
+  model synced every τ steps, blocking, between steps (Post Local SGD unit by unit, DiLoCo in one collective plus
+  an outer step);
 - co2: as DiLoCo, but round k's all-reduce is waited for only at the next boundary;
 - edit: at the start of every τ-th step's forward, the decision exchange, then unit by unit
   (issued one unit ahead with prefetch) the sync all-reduce, the clip norm and the outer step;
@@ -83,6 +86,7 @@ class ReplicaProgram:
         self.tokens = cfg.shards * cfg.batch_size * cfg.seq_len
         self.end_s = 0.0
         self.coarse = False  # one forward and one backward span per step where no unit hook runs (no events kept)
+        self.grads_in_flight: list[Handle] = []  # gradient all-reduces issued during this step's backward
 
     # ------------------------------------------------------------------ sync-group helpers
     def exchange(self, kind: str, nbytes: int, payload: Any, unit: int | None = None) -> Gen:
@@ -101,16 +105,32 @@ class ReplicaProgram:
         return any(flags)
 
     def all_reduce_grads(self) -> Gen:
+        """`Method.all_reduce_grads_over_sync_group`: issue each unit's all-reduce the backward did not start
+        (`grad_ready`), then wait for every one, in issue order."""
         if self.R == 1:
             return
-        if self.coarse:  # the same transfers, one after the other, waited for together: one request
+        handles, self.grads_in_flight = self.grads_in_flight, []
+        if not handles and self.coarse:  # the same transfers, one after the other, waited for together: one request
             yield Wait((yield Issue("grad_all_reduce", self.costs.model_bytes, parts=self.costs.unit_bytes)))
             return
-        handles = []
+        started = {h.unit for h in handles}
         for u in range(self.U):
-            handles.append((yield Issue("grad_all_reduce", self.costs.unit_bytes[u], unit=u)))
+            if u not in started:
+                handles.append((yield Issue("grad_all_reduce", self.costs.unit_bytes[u], unit=u)))
         for h in handles:
             yield Wait(h)
+
+    def all_reduces_grads(self, step: int) -> bool:
+        """`Method.all_reduces_grads`: does this step's `after_backward` all-reduce the gradients? Every step here."""
+        return True
+
+    def overlaps_grads(self, step: int) -> bool:
+        """`Method.grad_ready_hook`: are this step's gradient all-reduces started during the backward?"""
+        return self.R > 1 and self.all_reduces_grads(step)
+
+    def grad_ready(self, unit: int) -> Gen:
+        """`Method.grad_ready`: unit's gradient shard is final; its all-reduce leaves now."""
+        self.grads_in_flight.append((yield Issue("grad_all_reduce", self.costs.unit_bytes[unit], unit=unit)))
 
     # ------------------------------------------------------------------ the worker's loop
     def run(self) -> Gen:
@@ -142,12 +162,13 @@ class ReplicaProgram:
         c = self.costs
         yield Step(step)
         yield from self.begin_step(step)
-        if self.coarse and not self.unit_hooks():  # the same times, two requests instead of two per unit
+        early = self.overlaps_grads(step)
+        if self.coarse and not self.unit_hooks() and not early:  # the same times, two requests instead of two per unit
             yield Work("compute_fwd", sum(c.fwd_s))
             yield Work("compute_bwd", sum(c.bwd_s))
         else:
             yield from self.forward()
-            yield from self.backward()
+            yield from self.backward(early)
         yield from self.after_backward(step)
         yield Work("optimizer", c.other_s)
         yield from self.straggle(step, c.stretched_s)
@@ -165,13 +186,29 @@ class ReplicaProgram:
             yield Work("compute_fwd", c.fwd_s[u], unit=u)
         yield Work("compute_fwd", c.fwd_s[0] / 2, unit=0, data={"part": "head"})
 
-    def backward(self) -> Gen:
-        """`ShardedModel.backward`: the head half, the blocks last to first, the embedding half."""
+    def backward(self, early: bool = False) -> Gen:
+        """`ShardedModel.backward`: the head half, the blocks last to first, the embedding half. Each unit's
+        reduce-scatter is issued at the end of its backward; with `early` each unit's gradient all-reduce starts
+        as `ShardedModel._after_reduce_scatter` hands its shard over: at once with one shard, at the next unit's
+        reduce-scatter with several (the root unit's, the last, in `finish_backward`, i.e. at the end)."""
         c = self.costs
+        pending: list[int] = []  # units reduce-scattered, their shards not handed over yet
+        travelling = 0 if self.cfg.shards == 1 else 1  # the newest reduce-scatter travels on (S > 1)
+
+        def reduce_scattered(unit: int) -> Gen:  # `_reduce_scatter_grad`, then `_after_reduce_scatter`
+            if early:
+                pending.append(unit)
+                while len(pending) > travelling:
+                    yield from self.grad_ready(pending.pop(0))
+
         yield Work("compute_bwd", c.bwd_s[0] / 2, unit=0, data={"part": "head"})
         for u in reversed(range(1, self.U)):
             yield Work("compute_bwd", c.bwd_s[u], unit=u)
+            yield from reduce_scattered(u)
         yield Work("compute_bwd", c.bwd_s[0] / 2, unit=0, data={"part": "embed"})
+        yield from reduce_scattered(0)
+        for u in pending:  # `finish_backward`: the root unit's, with S > 1
+            yield from self.grad_ready(u)
 
     def straggle(self, step: int, compute_s: float) -> Gen:
         """`StragglerModel.delay`: (k − 1) × the step's own compute for a slow replica (no collective, no
@@ -234,8 +271,11 @@ class LocalSGDProgram(ReplicaProgram):
         self.outer = True
         self.last_sync_step = step
 
+    def all_reduces_grads(self, step: int) -> bool:
+        return in_warmup(step, self.cfg.warmup_steps)
+
     def after_backward(self, step: int) -> Gen:
-        if in_warmup(step, self.cfg.warmup_steps):
+        if self.all_reduces_grads(step):
             yield from self.all_reduce_grads()
 
     def after_optimizer(self, step: int) -> Gen:

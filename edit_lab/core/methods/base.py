@@ -1,9 +1,10 @@
 """The method interface: the few moments of a training step where methods differ.
 
 A step is always: `begin_step` → forward (calling `pre_unit(l)` before each unit's all-gather) →
-backward (reduce-scatter in the shard group) → `after_backward` → inner optimizer step →
-`after_optimizer`. Synchronous training, Post Local SGD, DiLoCo, CO2, EDiT and A-EDiT are each a
-handful of these hooks, so a reader can diff them side by side.
+backward (reduce-scatter in the shard group; `grad_ready` with each unit's final gradient shard when the
+step all-reduces gradients) → `after_backward` → inner optimizer step → `after_optimizer`. Synchronous
+training, Post Local SGD, DiLoCo, CO2, EDiT and A-EDiT are each a handful of these hooks, so a reader can
+diff them side by side.
 
 Time-only twin: `ReplicaProgram` (the hooks every program overrides) in `edit_lab/clock/sim/programs.py`,
 the preview simulator's copy of this schedule: a change to *when* this method talks to the other replicas
@@ -12,16 +13,22 @@ changes it too (tests/distributed/test_sim_matches_virtual.py holds the two to t
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, fields
 from typing import Any, Callable
 
 import torch
 
 from edit_lab.config import RunConfig
-from edit_lab.core.comm import Comm
-from edit_lab.core.sharding import ShardedModel
+from edit_lab.core.comm import Comm, Handle
+from edit_lab.core.sharding import GradReady, ShardedModel
+from edit_lab.protocol import in_warmup
 from edit_lab.records.events import EventLog
 from edit_lab.registry import REGISTRY, Capabilities
+
+#: "0" in the environment of every rank turns the overlap of the gradient all-reduce off (the tests' switch:
+#: `tests/distributed/test_grad_overlap.py` checks that it changes the timeline and not one bit of the model).
+OVERLAP_ENV = "EDIT_LAB_GRAD_ALL_REDUCE_OVERLAP"
 
 
 class Method:
@@ -49,6 +56,9 @@ class Method:
         self.mesh = self.comm.mesh
         self.optimizer: torch.optim.Optimizer | None = None  # set by the worker
         self.on_synced: Callable[[int], None] | None = None  # set by the worker (checkpoints)
+        # the gradient all-reduces issued during this step's backward (`grad_ready`), by unit, in issue order
+        self._grads_in_flight: dict[int, tuple[torch.Tensor, Handle]] = {}
+        self.overlap_grads = os.environ.get(OVERLAP_ENV, "1") != "0"
         # the reader's gradient all-reduce (RunConfig.grad_all_reduce_rule, edit_lab.hooks), compiled once per rank
         self.grad_rule: Callable | None = None
         if getattr(cfg, "grad_all_reduce_rule", None) is not None:
@@ -67,6 +77,33 @@ class Method:
         """May the engine all-gather `unit` before `pre_unit(unit)` has run (forward prefetch)? Yes unless
         `pre_unit` is about to change the unit's shard."""
         return True
+
+    def all_reduces_grads(self, step: int) -> bool:
+        """Does `after_backward(step)` all-reduce the gradient shards over the sync group
+        (`all_reduce_grads_over_sync_group`)? Synchronous training at every step (sync.py), a Local-SGD method
+        during its warm-up (`LocalSGDMethod.after_backward`). A method that answers yes here and then does not
+        call it fails at its next step (`grad_ready_hook`)."""
+        return not getattr(self, "is_local_sgd", False) or in_warmup(step, self.cfg.warmup_steps)
+
+    def grad_ready_hook(self) -> GradReady | None:
+        """The engine asks at each training forward: `grad_ready` when this step's gradients are all-reduced by
+        the built-in all-reduce and there is another replica to talk to, else None (the engine then lands every
+        shard after the backward, as before)."""
+        if self._grads_in_flight:
+            raise RuntimeError(f"{type(self).__name__}: gradient all-reduces of units {sorted(self._grads_in_flight)} "
+                               f"were issued during the last backward and never waited for: all_reduces_grads() "
+                               f"said yes, but after_backward did not call all_reduce_grads_over_sync_group()")
+        if (not self.overlap_grads or self.mesh.replicas == 1 or self.grad_rule is not None
+                or not self.all_reduces_grads(self.log.step)):
+            return None
+        return self.grad_ready
+
+    def grad_ready(self, unit: int, grad: torch.Tensor) -> None:
+        """During the backward: unit `unit`'s gradient shard is final (`ShardedModel._after_reduce_scatter` says
+        when). Its all-reduce over the sync group starts now and travels under the rest of the backward, as
+        DDP's and HSDP's bucket all-reduces do; `all_reduce_grads_over_sync_group` waits for it."""
+        self._grads_in_flight[unit] = (grad, self.comm.all_reduce(grad, group="sync", kind="grad_all_reduce",
+                                                                  unit=unit, async_op=True))
 
     def after_backward(self, step: int) -> None:
         """Gradient shards are ready (already averaged over the shard group, D5)."""
@@ -131,8 +168,10 @@ class Method:
     def all_reduce_grads_over_sync_group(self) -> None:
         """Average the gradient shards over the replicas: synchronous data parallel across the sync group.
 
-        Issued for every unit at once (asynchronously) and then waited for, so the transfers overlap
-        one another instead of queueing behind a Python loop.
+        One all-reduce per unit (the unit is the bucket). Each started during the backward, as soon as the
+        unit's gradient shard was final (`grad_ready`, unless the overlap is off); any unit not started
+        then is issued here, all at once (asynchronously); then every one is waited for in issue order and
+        divided by R. The same tensors summed by the same collectives: only the timing differs.
         """
         R = self.mesh.replicas
         if R == 1:
@@ -140,15 +179,16 @@ class Method:
         if self.grad_rule is not None:
             self.all_reduce_grads_by_rule()
             return
-        handles = []
+        in_flight, self._grads_in_flight = self._grads_in_flight, {}
+        handles = list(in_flight.values())
         for unit, p in enumerate(self.engine.shards):
-            if p.grad is None:
+            if p.grad is None or unit in in_flight:
                 continue
-            handles.append((p, self.comm.all_reduce(p.grad, group="sync", kind="grad_all_reduce", unit=unit,
-                                                    async_op=True)))
-        for p, h in handles:
+            handles.append((p.grad, self.comm.all_reduce(p.grad, group="sync", kind="grad_all_reduce", unit=unit,
+                                                         async_op=True)))
+        for grad, h in handles:
             h.wait()
-            p.grad.div_(R)
+            grad.div_(R)
 
     @torch.no_grad()
     def all_reduce_grads_by_rule(self) -> None:
