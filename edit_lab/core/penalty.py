@@ -283,6 +283,7 @@ class AnomalyDetector:
         self.m2: float = 0.0  # M2, uncorrected
         self.window: collections.deque[float] = collections.deque(maxlen=self.arming)
         self.streak: int = 0  # consecutive syncs at which this replica was flagged on this unit
+        self.broke: bool = False  # its last judged value was not finite (D16: θ ← a made the replica healthy again)
 
     @property
     def armed(self) -> bool:
@@ -414,6 +415,7 @@ class AnomalyDetector:
             "m2": self.m2,
             "window": list(self.window),
             "streak": self.streak,
+            "broke": self.broke,
         }
 
     def load_state_dict(self, d: dict[str, Any]) -> None:
@@ -431,6 +433,7 @@ class AnomalyDetector:
         self.m2 = float(d["m2"])
         self.window = collections.deque((float(v) for v in d["window"]), maxlen=self.arming)
         self.streak = int(d.get("streak", 0))
+        self.broke = bool(d.get("broke", False))
 
 
 def _check_replicas(norms: Sequence[float] | None, anomalous: Sequence[bool]) -> None:
@@ -687,7 +690,7 @@ class _Unit(NamedTuple):
 
 
 def _unit_tests(config: PenaltyConfig, det: AnomalyDetector, own: AnomalyDetector | None, x: float | None, q: float,
-                bad: bool, comparable: bool, majority: bool, ask_memory: bool) -> _Unit:
+                bad: bool, comparable: bool, majority: bool, ask_memory: bool, broke: bool = False) -> _Unit:
     """D15's and D16's tests of one replica on one unit (the numbers the decision is taken on, nothing learnt)."""
     if bad:  # a non-finite norm: an outlier, its z the value itself (as `AnomalyDetector.z`)
         return _Unit(True, False, _judged(det, math.nan)[1])
@@ -703,11 +706,13 @@ def _unit_tests(config: PenaltyConfig, det: AnomalyDetector, own: AnomalyDetecto
     if ask_memory and (enters or stays):
         # no majority: q is high because this replica rose or because its peer fell; only the replica whose own
         # G/k stands above its own history is the one that moved, to enter and to stay. A memory not yet armed
-        # cannot say it moved (no entry), nor that it did not (a replica out since before its memory armed, e.g.
-        # by a majority at a wider sync, stays out while q > κ_s)
+        # cannot say it moved (no entry), nor that it did not: a replica out since before its memory armed (e.g.
+        # by a majority at a wider sync) stays out while q > κ_s; unless it was out for a non-finite norm
+        # (`broke`): θ ← a and a fresh inner optimizer made it healthy by construction, and a fresh optimizer's
+        # larger first steps are no evidence against it
         armed = own is not None and own.armed
         moved = armed and own.z(float(x)) > config.memory_threshold  # type: ignore[union-attr, arg-type]
-        enters, stays = enters and moved, stays and (moved or not armed)
+        enters, stays = enters and moved, stays and (moved or (not armed and not broke))
     # D16: with a majority of peers their median is a healthy replica's, so a q far above 1 is wrong whatever the
     # replica's own history (an onset before arming is learnt by its detector); inf is not (see above)
     if majority and config.majority_ratio > 0 and math.isfinite(q) and q > config.majority_ratio:
@@ -774,8 +779,9 @@ def _decide_peers(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDet
             stale[r] = True
             continue
         own = memory[r] if memory is not None else [None] * U
+        broke = any(d.broke for d in detectors[r])
         row = [_unit_tests(config, detectors[r][u], own[u], x[r][u], q[u], bad[r][u], comparable[u], majority[u],
-                           ask[u]) for u in range(U)]
+                           ask[u], broke) for u in range(U)]
         tests.append(row)
         if whole_replica:
             was = any(prev[r])
@@ -804,6 +810,7 @@ def _decide_peers(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDet
                     and math.isfinite(x[r][u])):  # type: ignore[arg-type]
                 memory[r][u].update(float(x[r][u]))  # type: ignore[arg-type]
             streak = detectors[r][u].count_flag(out_now)
+            detectors[r][u].broke = bad[r][u]
             z, thr, limit, mean, std = tests[r][u].numbers
             mine.append(Judged(out_now, freed[r][u], q if comparable else x[r][u], z, thr, limit, mean, std,
                                peer=q, streak=streak))

@@ -26,7 +26,9 @@ formats 2× against float32 at every R; on a ring int8 breaks even near R = 8 an
 Where it happens: `OuterState.pseudo_gradient` (outer.py) hands every method the *decompressed* Δ̂ =
 decode(encode(Δ + e)), so what the penalty judges, weighs and clips is what travels; with error feedback
 (Seide et al. 2014; Karimireddy et al. 2019) it keeps e ← (Δ + e) − Δ̂ for the next sync, per unit, on
-this rank's shard. `Comm.all_reduce` then carries the pseudo-gradient kinds of the sync group
+this rank's shard, but only where this replica's Δ̂ was sent and used (weight ≠ 0, the outer step taken, a
+finite G: `OuterState.keep_residual`); otherwise e stays what it was before the sync, and a non-finite e is
+never kept. `Comm.all_reduce` then carries the pseudo-gradient kinds of the sync group
 (`PSEUDO_GRADIENT_KINDS`) in the wire format. In int8 and int4, re-encoding Δ̂ (or w·Δ̂, EDiT's weighted
 one) gives back the same codes up to float rounding, so the bytes on the wire are the compressed tensor's
 own size, and the link model (comm.py) and the virtual clock charge that size because it is the tensor's.

@@ -96,3 +96,87 @@ def test_state_dict_round_trip_continues_identically():
     for o in (a, b):
         o.step(0, torch.tensor([0.25, 0.5]))
     assert torch.equal(a.anchors[0], b.anchors[0])
+
+
+# ---------------------------------------------------------------- error feedback in two phases (review B1)
+def _feedback(n: int = 600, seed: int = 0) -> tuple[OuterState, torch.Tensor, torch.Generator]:
+    """One unit of `n` values (int4: 3 blocks of 256, the last one padded), with error feedback."""
+    g = torch.Generator().manual_seed(seed)
+    theta = torch.randn(n, generator=g)
+    outer = OuterState([theta.clone()], lr=1.0, momentum=0.0, nesterov=False)
+    outer.set_wire("int4", error_feedback=True)
+    return outer, theta, g
+
+
+def _moved(theta: torch.Tensor, g: torch.Generator, scale: float = 0.01) -> torch.Tensor:
+    return theta + scale * torch.randn(theta.shape, generator=g)
+
+
+def test_a_used_sync_keeps_the_residual_as_before():
+    """Used: e ← (Δ + e) − Δ̂, bit for bit what a single-phase error feedback keeps."""
+    from edit_lab.core.wire import roundtrip
+
+    outer, theta, g = _feedback()
+    e = torch.zeros_like(theta)
+    for _ in range(3):
+        moved = _moved(theta, g)
+        x = (outer.anchors[0].detach() - moved) + e
+        sent = outer.pseudo_gradient(0, moved)
+        assert torch.equal(sent, roundtrip(x, "int4"))
+        assert outer.keep_residual(0, used=True)
+        e = x - sent
+        assert torch.equal(outer.residuals[0], e) and float(e.abs().max()) > 0
+    assert outer.owed == {} and outer.keep_residual(0, used=False)  # nothing undecided: nothing happens
+    assert torch.equal(outer.residuals[0], e)
+
+
+def test_a_dropped_sync_restores_the_residual_from_before_it():
+    """A replica flagged (weight 0) or a skipped step: its Δ never reached the anchor, so neither does its error;
+    the error of the syncs before is still owed. A rejected ×100 spike leaves e as it was (the single-phase rule
+    kept about 100 × the healthy one's error)."""
+    outer, theta, g = _feedback()
+    outer.pseudo_gradient(0, _moved(theta, g))
+    outer.keep_residual(0, used=True)
+    before = outer.residuals[0].clone()
+    spiked = 100.0 * _moved(theta, g)
+    sent = outer.pseudo_gradient(0, spiked)
+    assert float(outer.residuals[0].norm()) > 10 * float(before.norm())  # the candidate: the spike's error
+    assert not outer.keep_residual(0, used=False)
+    assert torch.equal(outer.residuals[0], before) and outer.owed == {}
+    assert float(sent.norm()) > 100  # what the method was handed is unchanged: Δ̂ of the spike
+    # the next, healthy sync starts from the error that was owed before the spike
+    healthy = _moved(theta, g)
+    x = (outer.anchors[0].detach() - healthy) + before
+    assert torch.equal(outer.pseudo_gradient(0, healthy) + outer.residuals[0], x)
+
+
+@pytest.mark.parametrize("bad", [float("inf"), float("nan")])
+def test_a_non_finite_candidate_is_never_kept(bad):
+    """An inf in Δ decodes to NaN over its 256-value block (0·inf), so the candidate residual is NaN there: kept, it
+    would make every later Δ̂ of that block NaN. Not kept, used or not, nor by a later `pseudo_gradient` that finds it
+    undecided."""
+    outer, theta, g = _feedback()
+    outer.pseudo_gradient(0, _moved(theta, g))
+    outer.keep_residual(0, used=True)
+    before = outer.residuals[0].clone()
+    broken = _moved(theta, g)
+    broken[3] = bad
+    outer.pseudo_gradient(0, broken)
+    assert not bool(torch.isfinite(outer.residuals[0]).all())
+    assert not outer.keep_residual(0, used=True)
+    assert torch.equal(outer.residuals[0], before)
+    # undecided when the next sync measures: that sync first drops it, then measures from `before`
+    outer.pseudo_gradient(0, broken)
+    healthy = _moved(theta, g)
+    x = (outer.anchors[0].detach() - healthy) + before
+    sent = outer.pseudo_gradient(0, healthy)
+    assert bool(torch.isfinite(sent).all()) and torch.equal(sent + outer.residuals[0], x)
+
+
+def test_a_checkpoint_refuses_an_undecided_residual():
+    outer, theta, g = _feedback()
+    outer.pseudo_gradient(0, _moved(theta, g))
+    with pytest.raises(AssertionError, match="undecided"):
+        outer.state_dict()
+    outer.keep_residual(0, used=False)
+    assert torch.equal(outer.state_dict()["residuals"][0], torch.zeros_like(theta))

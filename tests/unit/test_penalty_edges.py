@@ -149,3 +149,19 @@ def test_the_launcher_says_when_the_penalty_released_replicas_because_every_one_
     assert "step 40 unit 1 replica 0" in note and "penalty.jsonl" in note
     assert "penalty_readmit_after=3" in readmission_note(summary, "runs/x", 3)  # D10's re-admission, peers off
     assert readmission_note({"method_info": {}}, "runs/x", 3, released=True) is None
+
+
+def test_a_replica_out_for_a_non_finite_norm_comes_back_before_its_memory_arms():
+    """R = 2, early in a run (the memory not yet armed): replica 0's norm is NaN at sync 1 (out), then 1.8× its peer's
+    at sync 2 (a fresh inner optimizer's larger first steps): it is back, since θ ← a made it healthy and an unarmed
+    memory is no evidence. A replica out for a finite reason keeps the unarmed memory's benefit of the doubt the
+    other way: it stays out while q > κ_s (the review's F2, tests/unit/test_penalty_d16_review.py)."""
+    d = PenaltyConfig()
+    dets = [[d.new_detector()] for _ in range(2)]
+    memory = [[d.new_detector()] for _ in range(2)]
+    decide_sync(d, dets, [[5.0], [5.0]], [5, 5], memory=memory)
+    out = decide_sync(d, dets, [[math.nan], [5.0]], [5, 5], memory=memory)
+    assert [out[r][0].outlier for r in range(2)] == [True, False] and dets[0][0].broke
+    out = decide_sync(d, dets, [[9.0], [5.0]], [5, 5], memory=memory)
+    assert [out[r][0].outlier for r in range(2)] == [False, False] and not dets[0][0].broke
+    assert dets[0][0].state_dict()["broke"] is False

@@ -38,7 +38,9 @@ replica, which arrived first, would then always expire first and always wait lon
 Step weighting (optional, D4): w_r ← (1 − ρ)·w_r + ρ·k_r / Σk with k_r the steps of replica r in the
 current round (since the last sync), mixed into the penalty's softmax weights. A replica that trained
 no step at all in the round (possible only for a replica that finished early and already synced in
-`finalize`) holds θ = a, so its Δ = 0 says nothing: it gets weight 0 and the others are renormalised.
+`finalize`) holds θ = a, so its Δ = 0 says nothing: it gets weight 0 and the others are renormalised (and, with
+error feedback, its residual stays as it was before that sync: `OuterState.keep_residual`, called by EDiT's
+`finish` from the final weights).
 
 Time-only twin: `AEDiTProgram` in `edit_lab/clock/sim/programs.py`,
 the preview simulator's copy of this schedule: a change to *when* this method talks to the other replicas

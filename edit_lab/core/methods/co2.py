@@ -81,6 +81,7 @@ class CO2Outer(OuterState):
         self.momenta = [torch.zeros_like(a) for a in self.anchors]
         self.lr, self.momentum, self.penalty, self.clip = float(lr), float(momentum), float(penalty), float(clip)
         self.wire, self.residuals = "none", None  # OuterState.set_wire's (compressed pseudo-gradients)
+        self.owed: dict[int, torch.Tensor] = {}  # OuterState's undecided error-feedback residuals
 
     # ------------------------------------------------------------ one unit
     # region co2-outer-step
@@ -109,7 +110,10 @@ class CO2Outer(OuterState):
         boundary in the integer wire formats (`wire.pack`)."""
         from edit_lab.core.wire import pack
 
-        return pack([self.pseudo_gradient(unit, theta) for unit, theta in enumerate(shards)], self.wire)
+        deltas = [self.pseudo_gradient(unit, theta) for unit, theta in enumerate(shards)]
+        for unit in range(len(deltas)):  # no penalty: every Δ̂ is used (error feedback keeps no non-finite residual)
+            self.keep_residual(unit, used=True)
+        return pack(deltas, self.wire)
 
     @torch.no_grad()
     def apply(self, delta_bar: torch.Tensor) -> None:

@@ -16,7 +16,9 @@ Then, unit by unit, right before the shard group all-gathers unit l:
 3. *aggregate* — all-reduce of w_r·Δ_r over the sync group (the big transfer);
 4. *clip* the aggregated pseudo-gradient of the unit at φ (its norm: a shard-group all-reduce);
 5. *outer step* on the anchor shard, unless no replica that trained in the round (k > 0) was
-   admitted (`penalty.outer_step_skipped`); then θ ← a.
+   admitted (`penalty.outer_step_skipped`); then θ ← a. With error feedback the unit's residual is then
+   decided (`OuterState.keep_residual`): kept where this replica's Δ̂ was used (weight not 0, finite G, the
+   step taken), back to its value before the sync otherwise, so a rejected Δ never returns through it.
 
 With prefetch, unit l+1's aggregate is issued asynchronously in unit l's pre-forward and waited for
 in unit l+1's, so its transfer travels while unit l computes. The arithmetic is identical either
@@ -288,7 +290,11 @@ class EDiTMethod(LocalSGDMethod):
             if not skipped:
                 self.outer.step(unit, delta_bar)
             self.outer.reset(unit, theta)
-        if not math.isfinite(float(self.decisions[self.mesh.replica, unit, COLUMN.G])):
+        me = self.mesh.replica
+        finite = math.isfinite(float(self.decisions[me, unit, COLUMN.G]))
+        # error feedback keeps the residual of a Δ̂ that reached the anchor only (outer.py's module docstring)
+        self.outer.keep_residual(unit, used=self.weights[unit][me] != 0.0 and not skipped and finite)
+        if not finite:
             self.forget_inner_state(unit)
         if self.cfg.checksums:
             self.log_checksums(unit)
@@ -310,7 +316,9 @@ class EDiTMethod(LocalSGDMethod):
         gradients went NaN/inf also has NaN/inf in its AdamW moments, and those would make θ non-finite
         again at its very next step: the replica would stay excluded for the rest of the run. Without
         state, the optimizer restarts that unit as at step 0. Every rank of the replica sees the same G
-        (it is summed over the shard group), so the whole replica forgets together.
+        (it is summed over the shard group), so the whole replica forgets together. Error feedback's residual
+        needs no clearing here: `finish` has just put it back to its value before this sync (a Δ with a
+        non-finite G is never used, and a non-finite residual is never kept).
         """
         if self.optimizer is not None:
             self.optimizer.state.pop(self.engine.shards[unit], None)

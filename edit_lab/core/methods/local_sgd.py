@@ -197,6 +197,7 @@ class PostLocalSGDMethod(LocalSGDMethod):
                 delta = self.outer.pseudo_gradient(unit, theta)
                 self.comm.all_reduce(delta, group="sync", kind="param_average", unit=unit)
                 buf = self.outer.anchor(unit, theta.device) - delta.div_(R)
+                self.outer.keep_residual(unit, used=True)  # no penalty: used (a non-finite residual is not kept)
             theta.copy_(buf)
             self.outer.anchors[unit].copy_(buf.to(self.outer.anchors[unit].device))
             if self.cfg.checksums:
@@ -208,7 +209,9 @@ class DiLoCoMethod(LocalSGDMethod):
     """DiLoCo (Douillard et al.): outer Nesterov on the mean pseudo-gradient of the whole model.
 
     After the optimizer step, blocking, one collective for the whole model, no penalty, no overlap:
-    every rank waits for the full transfer before the next step can start.
+    every rank waits for the full transfer before the next step can start. With error feedback every unit's
+    candidate residual is kept before the sync's checkpoint moment (`OuterState.keep_residual`: used, unless
+    non-finite).
     """
 
     name = "diloco"
@@ -229,4 +232,6 @@ class DiLoCoMethod(LocalSGDMethod):
                 outer.reset(unit, theta)
                 if self.cfg.checksums:
                     self.log_checksums(unit)
+        for unit in range(len(deltas)):  # no penalty: every Δ̂ is used (error feedback keeps no non-finite residual)
+            outer.keep_residual(unit, used=True)
         self.sync_finished(step)

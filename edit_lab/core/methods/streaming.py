@@ -138,6 +138,8 @@ class StreamingDiLoCoMethod(LocalSGDMethod):
                     theta.copy_(outer.anchor(u, theta.device).lerp(theta, self.alpha))
             if self.cfg.checksums:
                 self.log_checksums(u)
+        for u in units:  # no penalty: every Δ̂ is used (error feedback keeps no non-finite residual)
+            outer.keep_residual(u, used=True)
         self.fragment_last[fl.fragment] = step
         self.sync_finished(step, checkpoint=checkpoint, fragment=fl.fragment, sent_at=fl.sent_at)
         return fl.fragment
@@ -172,6 +174,7 @@ class StreamingDiLoCoMethod(LocalSGDMethod):
             for u, piece in zip(units, unpack(flat, [d.numel() for d in deltas], self.wire)):
                 with self.log.span("outer_step", unit=u, final=True):
                     outer.step(u, piece)
+                outer.keep_residual(u, used=True)
         for u, theta in enumerate(self.engine.shards):
             outer.reset(u, theta)
             if need and self.cfg.checksums:
