@@ -148,10 +148,11 @@ def calibrate(run_dir: str | Path | Run) -> Costs:
     unit_bytes = [0] * units
     for e in events:
         if e["unit"] is not None and e["unit"] < units and not unit_bytes[e["unit"]]:
-            if e["kind"] in SYNC_UNIT_KINDS:
-                unit_bytes[e["unit"]] = int(e["bytes"])
-            elif e["kind"] == "all_gather":
-                unit_bytes[e["unit"]] = int(e["bytes"]) // cfg.shards
+            # events record what a rank sends on a ring (`wire.ring_bytes`): back to the tensor's own bytes
+            if e["kind"] in SYNC_UNIT_KINDS and cfg.replicas > 1:
+                unit_bytes[e["unit"]] = round(int(e["bytes"]) * cfg.replicas / (2 * (cfg.replicas - 1)))
+            elif e["kind"] == "all_gather" and cfg.shards > 1:
+                unit_bytes[e["unit"]] = int(e["bytes"]) // (cfg.shards - 1)
     if not all(unit_bytes):
         raise ValueError(f"{run.path}: the run recorded no per-unit transfer to size the units from")
 

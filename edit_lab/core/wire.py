@@ -74,10 +74,42 @@ def payload_bytes(numel: int, fmt: str) -> int:
     return codes + 4 * blocks
 
 
+def ring_bytes(op: str, tensor_bytes: int, replicas: int) -> int:
+    """The lab's one counting rule, for every collective: the bytes one rank sends on a ring of `replicas`
+    members. `tensor_bytes` is the collective's whole tensor: the all-reduced tensor S, the reduce-scatter's or
+    all-to-all's input S, the all-gather's output R·p. An all-reduce sends 2(R − 1)/R·S (a reduce-scatter then
+    an all-gather), a reduce-scatter or an all-to-all (R − 1)/R·S, an all-gather (R − 1)/R·R·p = (R − 1)·p.
+    Rounded down to whole bytes; 0 with one member (nothing leaves the rank)."""
+    if replicas <= 1:
+        return 0
+    factor = 2 if op == "all_reduce" else 1
+    if op not in ("all_reduce", "reduce_scatter", "all_gather", "all_to_all"):
+        raise ValueError(f"ring_bytes: no counting rule for {op!r}")
+    return factor * (replicas - 1) * tensor_bytes // replicas
+
+
+def chunk_values(numel: int, replicas: int) -> int:
+    """Values of one owner's chunk in the integer formats' quantised reduce-scatter: whole blocks, the same
+    number for every owner (the tensor is padded with zeros to `replicas` chunks)."""
+    blocks = -(-numel // BLOCK)
+    return -(-blocks // max(replicas, 1)) * BLOCK
+
+
+def wire_tensor_bytes(numel: int, fmt: str, replicas: int) -> int:
+    """The whole tensor a sync-group pseudo-gradient collective of `numel` float32 values moves, as an all-reduce:
+    4n, 2n in bf16; in int8 / int4 the R encoded chunks (codes + scales) of the quantised reduce-scatter, which
+    the all-gather of the reduced chunks moves once more: a ring all-reduce of that encoded tensor."""
+    if not blockwise(fmt):
+        return payload_bytes(numel, fmt)
+    return replicas * payload_bytes(chunk_values(numel, replicas), fmt)
+
+
 def collective_bytes(numel: int, fmt: str, replicas: int) -> int:
-    """The bytes the lab records (and the link charges) for one sync-group collective of `numel` values:
-    the tensor's size for an all-reduce, R payloads for the integer formats' all-gather."""
-    return payload_bytes(numel, fmt) * (replicas if blockwise(fmt) else 1)
+    """The bytes the lab records (an event's `bytes`), and the link and both clocks charge, for one sync-group
+    pseudo-gradient collective of `numel` values: what one rank sends on a ring (`ring_bytes`) of
+    `wire_tensor_bytes`. In int8 / int4: (R − 1) encoded chunks in the reduce-scatter and (R − 1) in the
+    all-gather, 2(R − 1)·p_chunk, the compressed tensor's all-reduce."""
+    return ring_bytes("all_reduce", wire_tensor_bytes(numel, fmt, replicas), replicas)
 
 
 def check(fmt: str) -> None:
@@ -125,6 +157,47 @@ def decode(payload: Any, numel: int, fmt: str) -> Any:
     return (q.view(blocks, BLOCK) * scale[:, None]).reshape(-1)[:numel]
 
 
+def encode_chunks(x: Any, fmt: str, replicas: int) -> Any:
+    """The quantised reduce-scatter's input: flat float32 `x` zero-padded to `replicas` chunks of
+    `chunk_values` values, each chunk `encode`d on its own; a (replicas, chunk payload) uint8 tensor, row i
+    for owner i."""
+    import torch
+
+    k = chunk_values(x.numel(), replicas)
+    xp = torch.zeros(replicas * k, dtype=torch.float32, device=x.device)
+    xp[:x.numel()] = x.reshape(-1)
+    return torch.stack([encode(xp[i * k:(i + 1) * k], fmt) for i in range(replicas)])
+
+
+def reduce_chunk(rows: Any, fmt: str) -> Any:
+    """An owner's step: the R contributions of its chunk (rows of codes + scales, in member order) decoded,
+    summed in float32 in member order, and the sum encoded again (the second rounding: `decode_chunks`
+    of the all-gathered results gives back this re-encoded sum, not the float32 one)."""
+    k = (rows.shape[1] * BLOCK) // (BLOCK + 4) if fmt == "int8" else (rows.shape[1] * BLOCK) // (BLOCK // 2 + 4)
+    acc = decode(rows[0], k, fmt)
+    for r in rows[1:]:
+        acc = acc + decode(r, k, fmt)
+    return encode(acc, fmt)
+
+
+def decode_chunks(rows: Any, numel: int, fmt: str) -> Any:
+    """The all-gathered reduced chunks (rows in owner order), decoded into the first `numel` values."""
+    import torch
+
+    k = (rows.shape[1] * BLOCK) // (BLOCK + 4) if fmt == "int8" else (rows.shape[1] * BLOCK) // (BLOCK // 2 + 4)
+    return torch.cat([decode(r, k, fmt) for r in rows])[:numel]
+
+
+def quantised_sum(payloads: list[Any], numel: int, fmt: str) -> Any:
+    """What every rank ends with, from every member's `encode_chunks` (member order): owner i's
+    `reduce_chunk` of row i of each, decoded (the virtual clock computes it so; tests compare)."""
+    import torch
+
+    R = len(payloads)
+    reduced = torch.stack([reduce_chunk(torch.stack([p[i] for p in payloads]), fmt) for i in range(R)])
+    return decode_chunks(reduced, numel, fmt)
+
+
 def roundtrip(x: Any, fmt: str) -> Any:
     """What the other replicas receive of `x`: decode(encode(x)), or x rounded to bf16, or x itself."""
     import torch
@@ -162,4 +235,5 @@ def unpack(flat: Any, sizes: list[int], fmt: str) -> list[Any]:
 
 def compression_ratio(fmt: str, replicas: int, numel: int = 1 << 20) -> float:
     """Recorded bytes against float32's all-reduce, for a tensor of `numel` values (docs, lesson)."""
-    return collective_bytes(numel, fmt, replicas) / (4 * numel) if numel else math.nan
+    ref = collective_bytes(numel, "none", replicas)
+    return collective_bytes(numel, fmt, replicas) / ref if numel and ref else math.nan

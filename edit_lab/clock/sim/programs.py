@@ -89,11 +89,12 @@ class ReplicaProgram:
         self.grads_in_flight: list[Handle] = []  # gradient all-reduces issued during this step's backward
 
     # ------------------------------------------------------------------ sync-group helpers
-    def exchange(self, kind: str, nbytes: int, payload: Any, unit: int | None = None) -> Gen:
-        """A blocking sync-group collective; returns every replica's payload (none with one replica)."""
+    def exchange(self, kind: str, nbytes: int, payload: Any, unit: int | None = None, op: str = "all_reduce") -> Gen:
+        """A blocking sync-group collective; returns every replica's payload (none with one replica). `nbytes`:
+        the whole tensor (an all-gather's output), recorded by the ring rule of `op` (`wire.ring_bytes`)."""
         if self.R == 1:
             return [payload]
-        return (yield Issue(kind, nbytes, unit=unit, payload=payload, blocking=True))
+        return (yield Issue(kind, nbytes, unit=unit, payload=payload, blocking=True, op=op))
 
     def replica_clock(self) -> Gen:
         t = yield Now()
@@ -293,7 +294,7 @@ class LocalSGDProgram(ReplicaProgram):
 
     def budget_meeting(self, step: int, done: bool) -> Gen:
         assert self.last_sync_step is not None
-        rows = yield from self.exchange("stop_check", 2 * self.R * F64, (done, step - self.last_sync_step))
+        rows = yield from self.exchange("stop_check", 2 * self.R * F64, (done, step - self.last_sync_step), op="all_gather")
         flags, total = [bool(r[0]) for r in rows], sum(int(r[1]) for r in rows)
         self.last_meeting = (flags, total)
         return flags, total
@@ -436,7 +437,7 @@ class EDiTProgram(LocalSGDProgram):
         """Stages 1–2: the norms (shard group), then the decision all-gather (sync group, blocking)."""
         self.syncing, self.sync_step = True, step
         yield Local("sync_norms", self.costs.shard_exchange_s)
-        yield from self.exchange("sync_decisions", self.R * self.U * len(DECISION_FIELDS) * F64, None)
+        yield from self.exchange("sync_decisions", self.R * self.U * len(DECISION_FIELDS) * F64, None, op="all_gather")
 
     def pre_unit(self, unit: int) -> Gen:
         if not self.syncing:
@@ -489,7 +490,7 @@ class AEDiTProgram(EDiTProgram):
 
     def start_timer(self) -> Gen:
         t = yield from self.replica_clock()
-        clocks = yield from self.exchange("timer_start", self.R * F64, t)
+        clocks = yield from self.exchange("timer_start", self.R * F64, t, op="all_gather")
         self.last_sync_time = max(clocks)
 
     def should_sync(self, step: int) -> Gen:
@@ -504,7 +505,7 @@ class AEDiTProgram(EDiTProgram):
     def meet(self, step: int, t: float, done: bool) -> Gen:
         assert self.last_sync_step is not None and self.last_meeting_step is not None
         mine = (step - self.last_sync_step, step - self.last_meeting_step, t, done, step)
-        rows = yield from self.exchange("step_count", self.R * len(MEETING_FIELDS) * F64, mine)
+        rows = yield from self.exchange("step_count", self.R * len(MEETING_FIELDS) * F64, mine, op="all_gather")
         total = sum(r[0] for r in rows)
         self.all_done = all(r[3] for r in rows)
         sync = decide_sync(total, self.cfg.min_sync_steps, self.all_done)
