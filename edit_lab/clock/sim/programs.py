@@ -22,7 +22,8 @@ same costs (`crosscheck.py`): they agree to float rounding.
   later (a wait, then the outer step of each of its units); a closing sync of the fragments that trained. A
   reader's `fragment_schedule_rule` decides which fragment lands when, as on the ranks.
 
-Pseudo-gradients travel in the run's wire format (`wire.collective_bytes`: the bytes the run records).
+Pseudo-gradients travel in the run's wire format (`wire.collective_bytes`: the bytes the run records, the ring
+rule `wire.ring_bytes` of `wire.wire_tensor_bytes`).
 
 Time budgets (`time_budget`) follow edit-method.md §12 exactly as the worker does: the stop checks,
 the budget meetings at sync points, and the closing sync of `finalize`.
@@ -39,7 +40,7 @@ from typing import Any
 from edit_lab.clock.costs import Costs
 from edit_lab.clock.sim.engine import Handle, Issue, Local, Now, Row, Step, Wait, Work
 from edit_lab.config import RunConfig
-from edit_lab.core.wire import collective_bytes, padded
+from edit_lab.core.wire import padded, wire_tensor_bytes
 from edit_lab.hooks import fragment_schedule_of
 from edit_lab.protocol import (
     DECISION_FIELDS,
@@ -324,12 +325,13 @@ class LocalSGDProgram(ReplicaProgram):
         self.n_syncs += 1
 
     def wire_bytes(self, units: list[int]) -> int:
-        """Bytes of one sync-group collective of these units' pseudo-gradients, packed (`wire.pack`) and carried
-        in the run's wire format (`wire.collective_bytes`); float32's all-reduce: their shards' bytes."""
+        """The whole tensor of one sync-group collective of these units' pseudo-gradients, packed (`wire.pack`) and
+        carried in the run's wire format (`wire.wire_tensor_bytes`; the engine records and charges it as an all-reduce
+        by the ring rule, `wire.ring_bytes`); float32's: their shards' bytes."""
         fmt = getattr(self.cfg, "wire_format", "none")
         if fmt == "none":
             return sum(self.costs.unit_bytes[u] for u in units)
-        return collective_bytes(sum(padded(self.costs.unit_bytes[u] // 4, fmt) for u in units), fmt, self.R)
+        return wire_tensor_bytes(sum(padded(self.costs.unit_bytes[u] // 4, fmt) for u in units), fmt, self.R)
 
     def sync_between_steps(self, step: int) -> Gen:
         raise NotImplementedError
