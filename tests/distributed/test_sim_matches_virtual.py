@@ -72,6 +72,12 @@ WIRE: dict[str, dict[str, Any]] = {
                                     **SLOW_LINK),
     "streaming-int4-overlap-2x2": dict(method="streaming_diloco", shards=2, sync_interval=4, fragment_sync_delay=1,
                                        wire_format="int4", **STRAGGLER, **SLOW_LINK),
+    # issue 48: at R = 4 the ring rule (wire.ring_bytes) differs from the tensor's size (1.5x for an all-reduce),
+    # and int8 / int4 travel as a quantised reduce-scatter + all-gather; both clocks must charge the same
+    "diloco-int8-1x4": dict(method="diloco", shards=1, replicas=4, sync_interval=2, wire_format="int8", **SLOW_LINK),
+    "edit-int4-feedback-1x4": dict(method="edit", shards=1, replicas=4, sync_interval=2, wire_format="int4",
+                                   error_feedback=True, **SLOW_LINK),
+    "diloco-none-1x4": dict(method="diloco", shards=1, replicas=4, sync_interval=2, **SLOW_LINK),
 }
 
 
