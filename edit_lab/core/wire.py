@@ -12,16 +12,24 @@ The lab lets every Local-SGD method send it as
   (absmax / 127, absmax / 7). A code is round(x / scale), deterministic round-half-to-even (`torch.round`),
   not stochastic, so the rounding is biased: in one block, values of 0.45 beside an absmax of 7 (scale 1)
   are sent as 0 at every sync; only error feedback carries them over to a later sync. A *sum of codes* is
-  not defined (each replica's block has its own scale), so these travel as an **all-gather** of each
-  replica's codes and scales (one uint8 tensor): every rank then decodes the R payloads and sums them in
-  float32, in replica order.
+  not defined (each replica's block has its own scale), so these travel as a **quantised reduce-scatter then
+  all-gather** (`Comm.compressed_all_reduce`): every rank pads its (weighted) tensor to R chunks of whole blocks
+  (`chunk_values`), encodes each chunk (`encode_chunks`) and sends chunk i to its owner, member i (an
+  all-to-all); each owner decodes the R contributions of its chunk, sums them in float32 in member order and
+  encodes the sum again (`reduce_chunk`); an all-gather of the reduced chunks gives everyone every chunk, which
+  everyone decodes (`decode_chunks`): every rank holds the same sum. The owner's re-encoding is a second
+  rounding, of the sum (at most half its block's scale per value); error feedback corrects only the first,
+  each replica's Δ + e to Δ̂ (`OuterState.pseudo_gradient`), not this one.
 
-The lab's counting rule (`collective_bytes`, and `Comm.all_gather` for every all-gather) records, and the
-link charges, an all-reduce at its tensor's size S and an all-gather at R payloads, R·p. By that rule, at
-R = 2 int8 moves 0.51 of float32's bytes and int4 0.258 ((1/2 + 1/64)·R/4), and the gathered bytes grow
-with R, so int8 stops paying at R = 4 and int4 at R = 8. That is the rule, not a ring: on a ring a rank
-sends 2(R − 1)/R·S for an all-reduce and (R − 1)·p for an all-gather, so the rule charges the integer
-formats 2× against float32 at every R; on a ring int8 breaks even near R = 8 and int4 near R = 16.
+The counting rule, one for every collective (`ring_bytes`, used by `Comm`'s events and link model, the virtual
+clock, the simulator and the tables): an event's `bytes` is what one rank sends on a ring of R members, an
+all-reduce of S bytes 2(R − 1)/R·S, a reduce-scatter or all-to-all (R − 1)/R·S, an all-gather (R − 1)·p. The
+integer formats' exchange sends (R − 1) encoded chunks in each half, 2(R − 1)/R of the encoded tensor: the
+all-reduce of the compressed tensor (`collective_bytes`). So every format keeps its ratio at every R: bf16
+0.5 of float32, int8 (1 + 1/64)/4 = 0.254, int4 (1/2 + 1/64)/4 = 0.129 (`compression_ratio`), plus the padding
+to R whole-block chunks, which grows when a tensor has few blocks per member (nano's 163 blocks at R = 64: 192,
+int8 0.300). Before issue 48 the integer formats travelled as an all-gather of R payloads, and the lab counted
+an all-reduce at S and an all-gather at R·p: int8 cost 2.03× float32's bytes at R = 8.
 
 Where it happens: `OuterState.pseudo_gradient` (outer.py) hands every method the *decompressed* Δ̂ =
 decode(encode(Δ + e)), so what the penalty judges, weighs and clips is what travels; with error feedback
@@ -30,8 +38,9 @@ this rank's shard, but only where this replica's Δ̂ was sent and used (weight 
 finite G: `OuterState.keep_residual`); otherwise e stays what it was before the sync, and a non-finite e is
 never kept. `Comm.all_reduce` then carries the pseudo-gradient kinds of the sync group
 (`PSEUDO_GRADIENT_KINDS`) in the wire format. In int8 and int4, re-encoding Δ̂ (or w·Δ̂, EDiT's weighted
-one) gives back the same codes up to float rounding, so the bytes on the wire are the compressed tensor's
-own size, and the link model (comm.py) and the virtual clock charge that size because it is the tensor's.
+one) gives back the same codes up to float rounding when its chunks' blocks are its own blocks (R chunks of
+whole blocks of a `pack`ed tensor: they are), so the first rounding happens once; the link model (comm.py),
+the virtual clock and the simulator charge the bytes the event records.
 In bf16 re-encoding is not exact: EDiT's w·Δ̂ is rounded to bf16 again (w = 0.731: mean relative error
 1.4e-3), and so is every partial sum of the all-reduce; error feedback corrects only the first of these
 roundings of similar size (Δ + e to Δ̂).
@@ -54,7 +63,7 @@ _LEVELS = {"int8": 127, "int4": 7}
 
 
 def blockwise(fmt: str) -> bool:
-    """Integer codes with per-block scales: the formats that travel as an all-gather."""
+    """Integer codes with per-block scales: the formats that travel as a quantised reduce-scatter + all-gather."""
     return fmt in _LEVELS
 
 
