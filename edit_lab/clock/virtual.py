@@ -459,9 +459,9 @@ def virtual_comm_class() -> type:
         class VirtualComm(Comm):
             """A `Comm` whose collectives run on the fabric; the link model is applied there, per group."""
 
-            def __init__(self, mesh: Any, log: Any, fabric: Fabric, declared: Any = None) -> None:
+            def __init__(self, mesh: Any, log: Any, fabric: Fabric, declared: Any = None, wire: str = "none") -> None:
                 """`declared`: time-only mode's `time_only.DeclaredSizes` (None: the tensors' own bytes)."""
-                super().__init__(mesh, log, LinkModel(), device="cpu")
+                super().__init__(mesh, log, LinkModel(), device="cpu", wire=wire)
                 self.backend = RankBackend(fabric, mesh, self)
                 self._kind = ""
                 self.declared = declared
@@ -511,6 +511,11 @@ def virtual_comm_class() -> type:
                 self._kind = kind
                 return self._declare(kind, group, kw.get("unit"), t,
                                      lambda: super(VirtualComm, self).all_reduce(t, group, kind, **kw))
+
+            def compressed_all_reduce(self, t: Any, group: str, kind: str, **kw: Any) -> Any:
+                self._kind = kind
+                return self._declare(kind, group, kw.get("unit"), t,
+                                     lambda: super(VirtualComm, self).compressed_all_reduce(t, group, kind, **kw))
 
             def _finish(self, h: Any) -> float:
                 done = h.work.wait()
@@ -587,7 +592,8 @@ def train_ranks(cfg: RunConfig, costs: Any, progress: ProgressFile | None = None
     def body(rank: int) -> None:
         mesh = Mesh(rank, cfg.world_size, cfg.shards, cfg.replicas, None, None, members_of(rank, groups))
         trainer = trainer_class(cfg, mesh, torch.device("cpu"), fabric.clocks[rank],
-                                comm_factory=lambda log: VirtualComm(mesh, log, fabric, declared))
+                                comm_factory=lambda log: VirtualComm(mesh, log, fabric, declared,
+                                                                     wire=cfg.wire_format))
         trainer.stragglers = costed_stragglers(cfg, costs)
         try:
             trainer.run(progress if rank == 0 else None)

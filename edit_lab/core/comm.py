@@ -107,7 +107,7 @@ class Comm:
     """Issues collectives on the shard group, the sync group or the world, and records them."""
 
     def __init__(self, mesh: Mesh, log: EventLog, link: LinkModel | None = None, stage_to_cpu: bool = False, *,
-                 device: torch.device | str) -> None:
+                 device: torch.device | str, wire: str = "none") -> None:
         """`device`: the model's device, where every tensor handed to a collective must live (the module's
         device rule). `stage_to_cpu`: run collectives on CPU copies of GPU tensors — for several ranks
         sharing one GPU, which NCCL refuses, over gloo."""
@@ -122,7 +122,8 @@ class Comm:
         self.link = link or LinkModel()
         self._pending_sync: list[Handle] = []  # sync-group handles not yet assigned a link deadline
         self.backend: Any = dist  # torch.distributed; the virtual clock's in-process fabric (virtual.py)
-        self.wire = "none"  # the pseudo-gradients' wire format (edit_lab.core.wire), set by a Local-SGD method
+        # the pseudo-gradients' wire format (edit_lab.core.wire, RunConfig.wire_format): `compressed_all_reduce` carries it
+        self.wire = wire
 
     # ------------------------------------------------------------------ groups
     def group(self, name: str) -> dist.ProcessGroup | None:
@@ -167,27 +168,33 @@ class Comm:
 
     def all_reduce(self, t: torch.Tensor, group: str, kind: str = "all_reduce", unit: int | None = None,
                    async_op: bool = False) -> Handle:
-        """t <- sum over members of t (in place).
-
-        A pseudo-gradient over the sync group (`wire.PSEUDO_GRADIENT_KINDS`) travels in the run's wire format
-        (`compressed_all_reduce`), whichever method issued it: the methods need not know."""
+        """t <- sum over members of t (in place), in float32 (or t's dtype) whatever the wire format: a
+        pseudo-gradient says `compressed_all_reduce` at its call site (refused here in a compressed run)."""
         self._check_device("all_reduce", kind, group, t)
+        if self.wire != "none" and group == "sync" and kind in PSEUDO_GRADIENT_KINDS:
+            raise RuntimeError(f"collective {kind!r}: a pseudo-gradient in wire format {self.wire!r} travels by "
+                               "comm.compressed_all_reduce")
+        return self._all_reduce(t, group, kind, unit, async_op)
+
+    def _all_reduce(self, t: torch.Tensor, group: str, kind: str, unit: int | None, async_op: bool) -> Handle:
         if self.size(group) == 1:
             return self._local(t)
-        if self.wire != "none" and group == "sync" and kind in PSEUDO_GRADIENT_KINDS:
-            return self.compressed_all_reduce(t, group, kind, unit, async_op)
         (tt,), after = self._staged(t)
         work = self.backend.all_reduce(tt, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
         return self._issue(work, kind, group, unit, t.numel() * t.element_size(), t, async_op, after,
                            op="all_reduce")
 
-    def compressed_all_reduce(self, t: torch.Tensor, group: str, kind: str, unit: int | None,
-                              async_op: bool) -> Handle:
-        """The sum of `t` over the group, carried in `self.wire` (edit_lab.core.wire): bf16 as an all-reduce of the
-        bf16 tensor; int8 / int4 as a quantised reduce-scatter then all-gather (`quantised_all_reduce`).
-        The event records the compressed bytes by the ring rule, and the link charges them."""
+    def compressed_all_reduce(self, t: torch.Tensor, group: str, kind: str, unit: int | None = None,
+                              async_op: bool = False) -> Handle:
+        """The sum of `t` over the group, carried in the wire format the Comm was built with (`self.wire`,
+        edit_lab.core.wire): float32 as `all_reduce`; bf16 as an all-reduce of the bf16 tensor; int8 / int4 as a
+        quantised reduce-scatter then all-gather (`_quantised_work`). The event records the compressed bytes by
+        the ring rule, and the link charges them."""
         from edit_lab.core import wire
 
+        self._check_device("compressed_all_reduce", kind, group, t)
+        if self.wire == "none" or self.size(group) == 1:
+            return self._all_reduce(t, group, kind, unit, async_op)
         n = t.numel()
         if self.wire == "bf16":
             low = t.detach().reshape(-1).to(torch.bfloat16)
