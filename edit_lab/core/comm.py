@@ -49,6 +49,7 @@ class LinkModel:
     The real completion of a collective is the same moment on every participant (within
     microseconds, as they all leave it together), and every participant sees the same sequence of
     transfers, so every participant computes the same deadline without exchanging a message.
+    `bytes` is what the event records: what this rank sends on a ring (`wire.ring_bytes`, the module's rule).
     """
 
     latency_s: float = 0.0
@@ -122,7 +123,8 @@ class Comm:
         self.link = link or LinkModel()
         self._pending_sync: list[Handle] = []  # sync-group handles not yet assigned a link deadline
         self.backend: Any = dist  # torch.distributed; the virtual clock's in-process fabric (virtual.py)
-        # the pseudo-gradients' wire format (edit_lab.core.wire, RunConfig.wire_format): `compressed_all_reduce` carries it
+        # the pseudo-gradients' wire format (edit_lab.core.wire, RunConfig.wire_format), which
+        # `compressed_all_reduce` carries
         self.wire = wire
 
     # ------------------------------------------------------------------ groups

@@ -194,8 +194,6 @@ def test_declared_sizes_are_the_real_engines():
     t = torch.zeros(256 * (1 + 8 + 16))
     # issue 48: the declared size is the whole tensor (`Comm` applies the ring rule); in int4 the R encoded chunks of
     # the quantised reduce-scatter, the packed units padded to R chunks of whole blocks (was: R payloads)
-    from edit_lab.core import wire
-
     blocks = sum(-(-sizes.shard[u] // 256) for u in (0, 3, 4))
     assert sizes.nbytes("sync_reduce", "sync", None, t, "int4") == 2 * (-(-blocks // 2) * (128 + 4))
     assert sizes.nbytes("stop_check", "sync", None, t, "int4") is None  # a small exchange: its own bytes

@@ -20,7 +20,8 @@ def sync_bytes(tmp_path, R: int, fmt: str, compute: str) -> int:
                            sync_interval=4, seq_len=32, batch_size=4, eval_every=0, progress=False, clock="virtual",
                            virtual_compute=compute, wire_format=fmt, timeout_s=600,
                            out=str(tmp_path / f"R{R}-{fmt}-{compute}")))
-    events = [e for e in run.events if e["rank"] == 0 and e.get("group") == "sync" and e["kind"] in PSEUDO_GRADIENT_KINDS]
+    events = [e for e in run.events
+              if e["rank"] == 0 and e.get("group") == "sync" and e["kind"] in PSEUDO_GRADIENT_KINDS]
     assert len(events) == 6  # syncs after steps 6, 10, 14, 18, 22 and the closing one
     return sum(int(e["bytes"]) for e in events)
 

@@ -295,7 +295,8 @@ class LocalSGDProgram(ReplicaProgram):
 
     def budget_meeting(self, step: int, done: bool) -> Gen:
         assert self.last_sync_step is not None
-        rows = yield from self.exchange("stop_check", 2 * self.R * F64, (done, step - self.last_sync_step), op="all_gather")
+        rows = yield from self.exchange("stop_check", 2 * self.R * F64, (done, step - self.last_sync_step),
+                                        op="all_gather")
         flags, total = [bool(r[0]) for r in rows], sum(int(r[1]) for r in rows)
         self.last_meeting = (flags, total)
         return flags, total
