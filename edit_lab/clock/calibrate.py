@@ -144,14 +144,23 @@ def calibrate(run_dir: str | Path | Run) -> Costs:
     fwd_s = tuple(x * kf for x in f)
     bwd_s = tuple(x * kb for x in b)
 
-    # bytes of one rank's shard of each unit
-    unit_bytes = [0] * units
-    for e in events:
-        if e["unit"] is not None and e["unit"] < units and not unit_bytes[e["unit"]]:
-            if e["kind"] in SYNC_UNIT_KINDS:
-                unit_bytes[e["unit"]] = int(e["bytes"])
-            elif e["kind"] == "all_gather":
-                unit_bytes[e["unit"]] = int(e["bytes"]) // cfg.shards
+    # bytes of one rank's shard of each unit: from the model's sizes (one float32 shard of each unit, as
+    # sharding pads it), so that runs recorded under either counting rule calibrate the same (before issue 48
+    # an event's bytes were the tensor's size, now what a rank sends on a ring: `wire.ring_bytes`)
+    from edit_lab.sizes import SIZES
+
+    size = SIZES.get(cfg.model)
+    if size is not None and size.n_layers + 1 == units:
+        pad = lambda n: -(-n // cfg.shards) * 4  # noqa: E731
+        unit_bytes = [pad(size.root_params())] + [pad(size.block_params())] * size.n_layers
+    else:  # from the events, by the ring rule
+        unit_bytes = [0] * units
+        for e in events:
+            if e["unit"] is not None and e["unit"] < units and not unit_bytes[e["unit"]]:
+                if e["kind"] in SYNC_UNIT_KINDS and cfg.replicas > 1:
+                    unit_bytes[e["unit"]] = round(int(e["bytes"]) * cfg.replicas / (2 * (cfg.replicas - 1)))
+                elif e["kind"] == "all_gather" and cfg.shards > 1:
+                    unit_bytes[e["unit"]] = int(e["bytes"]) // (cfg.shards - 1)
     if not all(unit_bytes):
         raise ValueError(f"{run.path}: the run recorded no per-unit transfer to size the units from")
 

@@ -15,7 +15,7 @@ What stands in for the model (and why it keeps the timeline exact):
   tensor is recorded and charged with the bytes the real model's tensor has (`declared_bytes`): a unit's
   full buffer or shard (its `unit`), or a packed set of units' pseudo-gradients (DiLoCo, CO2, a Streaming
   DiLoCo fragment: no `unit`, so the set is read from the packed tensor's length, a sum of distinct powers
-  of two: that is why the stand-in sizes are powers of two), in the run's wire format (`wire.collective_bytes`).
+  of two: that is why the stand-in sizes are powers of two), in the run's wire format (`wire.wire_tensor_bytes`).
   The small exchanges (clocks, stop checks, norms, decisions, meetings) are the real tensors already.
 - **No data, no FLOPs.** No model and no corpus are built; a batch is a tensor of zeros of the batch's shape
   (its `tokens` count is real); gradients are zeros.
@@ -39,7 +39,7 @@ import torch.nn as nn
 from edit_lab.config import RunConfig
 from edit_lab.core.comm import Comm, Handle
 from edit_lab.core.sharding import ShardedModel
-from edit_lab.core.wire import BLOCK, PSEUDO_GRADIENT_KINDS, blockwise, collective_bytes, padded
+from edit_lab.core.wire import BLOCK, PSEUDO_GRADIENT_KINDS, blockwise, padded, wire_tensor_bytes
 from edit_lab.records.events import EventLog
 from edit_lab.sizes import SIZES
 from edit_lab.train.trainer import Trainer
@@ -82,14 +82,15 @@ class DeclaredSizes:
         return units
 
     def nbytes(self, kind: str, group: str, unit: int | None, t: torch.Tensor, wire: str) -> int | None:
-        """Bytes the real run records and charges for this collective; None: the tensor's own (a small exchange)."""
+        """The real model's whole tensor of this collective (`Comm` records and charges it by the ring rule,
+        `wire.ring_bytes`); None: the tensor's own (a small exchange)."""
         if group == "shard" and kind in UNIT_BUFFER_KINDS and unit is not None:
             return 4 * self.shard[unit] * self.S  # the unit's full buffer, float32
         if group == "sync" and kind == "grad_all_reduce" and unit is not None:
             return 4 * self.shard[unit]
         if group == "sync" and kind in PSEUDO_GRADIENT_KINDS:
             units = [unit] if unit is not None else self.units_of(t.numel())
-            return collective_bytes(sum(padded(self.shard[u], wire) for u in units), wire, self.R)
+            return wire_tensor_bytes(sum(padded(self.shard[u], wire) for u in units), wire, self.R)
         return None
 
 

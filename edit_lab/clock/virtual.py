@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from edit_lab.config import ConfigError, RunConfig, cores
+from edit_lab.core.wire import ring_bytes
 from edit_lab.records.rundir import ProgressFile
 
 #: The default costs: the calibration of this shipped example run (nano, 2 shards × 2 replicas, seq_len 32).
@@ -352,7 +353,15 @@ class Fabric:
             return
         with torch.no_grad():
             ins = [coll.parts[m][0] for m in coll.members]
-            if coll.op == "all_gather":
+            if coll.op.startswith("quantised:"):  # every owner's step of the real exchange, in member order
+                from edit_lab.core import wire
+
+                fmt = coll.op.split(":", 1)[1]
+                reduced = torch.stack([wire.reduce_chunk(torch.stack([p[i] for p in ins]), fmt)
+                                       for i in range(len(ins))])
+                for m in coll.members:
+                    coll.parts[m][1].copy_(reduced)
+            elif coll.op == "all_gather":
                 full = torch.cat(ins)
                 for m in coll.members:
                     coll.parts[m][1].copy_(full)
@@ -412,6 +421,8 @@ class RankBackend:
         kind = self.comm._kind  # set by VirtualComm right before the call
         if self.comm._declared is not None:  # time-only mode: the real model's bytes, not the stand-in's
             nbytes = self.comm._declared
+        # the counting rule (`wire.ring_bytes`): what one rank sends on a ring, as `Comm` records it
+        nbytes = ring_bytes("all_reduce" if op.startswith("quantised") else op, nbytes, len(members))
         return VirtualWork(self.fabric, self.mesh.rank,
                            self.fabric.arrive(self.mesh.rank, gkey, members, op, kind, nbytes, inp, out))
 
@@ -424,6 +435,10 @@ class RankBackend:
 
     def all_reduce(self, t: Any, op: Any = None, group: str = "world", async_op: bool = True) -> VirtualWork:
         return self._arrive("all_reduce", group, t, t, t.numel() * t.element_size())
+
+    def quantised(self, payload: Any, reduced: Any, fmt: str, group: str) -> VirtualWork:
+        """The integer formats' reduce-scatter + all-gather of encoded chunks, one collective on the fabric."""
+        return self._arrive("quantised:" + fmt, group, payload, reduced, payload.numel())
 
     def barrier(self) -> None:
         """Every rank of the world arrives; each leaves at the last arrival's virtual time."""
@@ -444,9 +459,9 @@ def virtual_comm_class() -> type:
         class VirtualComm(Comm):
             """A `Comm` whose collectives run on the fabric; the link model is applied there, per group."""
 
-            def __init__(self, mesh: Any, log: Any, fabric: Fabric, declared: Any = None) -> None:
+            def __init__(self, mesh: Any, log: Any, fabric: Fabric, declared: Any = None, wire: str = "none") -> None:
                 """`declared`: time-only mode's `time_only.DeclaredSizes` (None: the tensors' own bytes)."""
-                super().__init__(mesh, log, LinkModel(), device="cpu")
+                super().__init__(mesh, log, LinkModel(), device="cpu", wire=wire)
                 self.backend = RankBackend(fabric, mesh, self)
                 self._kind = ""
                 self.declared = declared
@@ -463,10 +478,19 @@ def virtual_comm_class() -> type:
                 finally:
                     self._declared = None
 
-            def _issue(self, work: Any, kind: str, group: str, unit: int | None, nbytes: int, *args: Any) -> Any:
+            def _issue(self, work: Any, kind: str, group: str, unit: int | None, nbytes: int, *args: Any,
+                       **kw: Any) -> Any:
                 if self._declared is not None:
                     nbytes = self._declared
-                return super()._issue(work, kind, group, unit, nbytes, *args)
+                return super()._issue(work, kind, group, unit, nbytes, *args, **kw)
+
+            def _quantised_work(self, payload: Any, fmt: str, group: str) -> Any:
+                """The fabric computes the owners' reductions at once (`wire.quantised_sum`'s steps), charged as
+                one all-reduce of the encoded tensor (the rule `Comm` records)."""
+                import torch
+
+                reduced = torch.empty_like(payload)
+                return self.backend.quantised(payload, reduced, fmt, group), reduced
 
             def group(self, name: str) -> Any:
                 if name not in ("shard", "sync", "world"):
@@ -487,6 +511,11 @@ def virtual_comm_class() -> type:
                 self._kind = kind
                 return self._declare(kind, group, kw.get("unit"), t,
                                      lambda: super(VirtualComm, self).all_reduce(t, group, kind, **kw))
+
+            def compressed_all_reduce(self, t: Any, group: str, kind: str, **kw: Any) -> Any:
+                self._kind = kind
+                return self._declare(kind, group, kw.get("unit"), t,
+                                     lambda: super(VirtualComm, self).compressed_all_reduce(t, group, kind, **kw))
 
             def _finish(self, h: Any) -> float:
                 done = h.work.wait()
@@ -563,7 +592,8 @@ def train_ranks(cfg: RunConfig, costs: Any, progress: ProgressFile | None = None
     def body(rank: int) -> None:
         mesh = Mesh(rank, cfg.world_size, cfg.shards, cfg.replicas, None, None, members_of(rank, groups))
         trainer = trainer_class(cfg, mesh, torch.device("cpu"), fabric.clocks[rank],
-                                comm_factory=lambda log: VirtualComm(mesh, log, fabric, declared))
+                                comm_factory=lambda log: VirtualComm(mesh, log, fabric, declared,
+                                                                     wire=cfg.wire_format))
         trainer.stragglers = costed_stragglers(cfg, costs)
         try:
             trainer.run(progress if rank == 0 else None)

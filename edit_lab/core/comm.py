@@ -15,6 +15,13 @@ one the groups' backend moves: NCCL accepts only CUDA tensors). Code that builds
 `.cpu()`. Every collective checks the rule (a device comparison, always on) and names the collective
 and the tensor's device when it is broken, so a CPU tensor fails on a CPU-only machine too (in the
 test that makes the default device differ from the comm device) instead of only under NCCL.
+
+The counting rule, one for every collective (`wire.ring_bytes`): an event's `bytes` is what this rank sends on a
+ring of the group's R members: an all-reduce of S bytes 2(R − 1)/R·S, a reduce-scatter (R − 1)/R·S of its whole
+input, an all-gather (R − 1)·p for p bytes per member. The link model charges those bytes, the virtual clock and
+the simulator charge the same, and the tables sum them. A pseudo-gradient in int8 / int4 is a quantised
+reduce-scatter (an all-to-all of encoded chunks) then an all-gather of the reduced chunks, recorded as one event:
+2(R − 1) encoded chunks, the all-reduce of the encoded tensor.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import torch
 import torch.distributed as dist
 
 from edit_lab.core.mesh import Mesh
-from edit_lab.core.wire import PSEUDO_GRADIENT_KINDS
+from edit_lab.core.wire import PSEUDO_GRADIENT_KINDS, ring_bytes
 from edit_lab.records.events import EventLog
 
 
@@ -42,6 +49,7 @@ class LinkModel:
     The real completion of a collective is the same moment on every participant (within
     microseconds, as they all leave it together), and every participant sees the same sequence of
     transfers, so every participant computes the same deadline without exchanging a message.
+    `bytes` is what the event records: what this rank sends on a ring (`wire.ring_bytes`, the module's rule).
     """
 
     latency_s: float = 0.0
@@ -100,7 +108,7 @@ class Comm:
     """Issues collectives on the shard group, the sync group or the world, and records them."""
 
     def __init__(self, mesh: Mesh, log: EventLog, link: LinkModel | None = None, stage_to_cpu: bool = False, *,
-                 device: torch.device | str) -> None:
+                 device: torch.device | str, wire: str = "none") -> None:
         """`device`: the model's device, where every tensor handed to a collective must live (the module's
         device rule). `stage_to_cpu`: run collectives on CPU copies of GPU tensors — for several ranks
         sharing one GPU, which NCCL refuses, over gloo."""
@@ -115,7 +123,9 @@ class Comm:
         self.link = link or LinkModel()
         self._pending_sync: list[Handle] = []  # sync-group handles not yet assigned a link deadline
         self.backend: Any = dist  # torch.distributed; the virtual clock's in-process fabric (virtual.py)
-        self.wire = "none"  # the pseudo-gradients' wire format (edit_lab.core.wire), set by a Local-SGD method
+        # the pseudo-gradients' wire format (edit_lab.core.wire, RunConfig.wire_format), which
+        # `compressed_all_reduce` carries
+        self.wire = wire
 
     # ------------------------------------------------------------------ groups
     def group(self, name: str) -> dist.ProcessGroup | None:
@@ -140,7 +150,8 @@ class Comm:
             return self._local(out)
         (o, i), after = self._staged(out, inp)
         work = self.backend.all_gather_into_tensor(o, i, group=self.group(group), async_op=True)
-        return self._issue(work, kind, group, unit, out.numel() * out.element_size(), out, async_op, after)
+        return self._issue(work, kind, group, unit, out.numel() * out.element_size(), out, async_op, after,
+                           op="all_gather")
 
     def reduce_scatter(self, out: torch.Tensor, inp: torch.Tensor, group: str, kind: str = "reduce_scatter",
                        unit: int | None = None, async_op: bool = False, mean: bool = True) -> Handle:
@@ -154,60 +165,73 @@ class Comm:
             inp = inp / n  # divide first: the result is then independent of the summation grouping scale
         (o, i), after = self._staged(out, inp)
         work = self.backend.reduce_scatter_tensor(o, i, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
-        return self._issue(work, kind, group, unit, inp.numel() * inp.element_size(), out, async_op, after)
+        return self._issue(work, kind, group, unit, inp.numel() * inp.element_size(), out, async_op, after,
+                           op="reduce_scatter")
 
     def all_reduce(self, t: torch.Tensor, group: str, kind: str = "all_reduce", unit: int | None = None,
                    async_op: bool = False) -> Handle:
-        """t <- sum over members of t (in place).
-
-        A pseudo-gradient over the sync group (`wire.PSEUDO_GRADIENT_KINDS`) travels in the run's wire format
-        (`compressed_all_reduce`), whichever method issued it: the methods need not know."""
+        """t <- sum over members of t (in place), in float32 (or t's dtype) whatever the wire format: a
+        pseudo-gradient says `compressed_all_reduce` at its call site (refused here in a compressed run)."""
         self._check_device("all_reduce", kind, group, t)
+        if self.wire != "none" and group == "sync" and kind in PSEUDO_GRADIENT_KINDS:
+            raise RuntimeError(f"collective {kind!r}: a pseudo-gradient in wire format {self.wire!r} travels by "
+                               "comm.compressed_all_reduce")
+        return self._all_reduce(t, group, kind, unit, async_op)
+
+    def _all_reduce(self, t: torch.Tensor, group: str, kind: str, unit: int | None, async_op: bool) -> Handle:
         if self.size(group) == 1:
             return self._local(t)
-        if self.wire != "none" and group == "sync" and kind in PSEUDO_GRADIENT_KINDS:
-            return self.compressed_all_reduce(t, group, kind, unit, async_op)
         (tt,), after = self._staged(t)
         work = self.backend.all_reduce(tt, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
-        return self._issue(work, kind, group, unit, t.numel() * t.element_size(), t, async_op, after)
+        return self._issue(work, kind, group, unit, t.numel() * t.element_size(), t, async_op, after,
+                           op="all_reduce")
 
-    def compressed_all_reduce(self, t: torch.Tensor, group: str, kind: str, unit: int | None,
-                              async_op: bool) -> Handle:
-        """The sum of `t` over the group, carried in `self.wire` (edit_lab.core.wire): bf16 as an all-reduce of the
-        bf16 tensor; int8 / int4 as an all-gather of every member's codes and scales (a sum of codes with
-        different scales is not defined), decoded and summed in float32 in member order once it completes.
-        The event records the compressed tensor's bytes, and the link charges them: they are what crossed."""
+    def compressed_all_reduce(self, t: torch.Tensor, group: str, kind: str, unit: int | None = None,
+                              async_op: bool = False) -> Handle:
+        """The sum of `t` over the group, carried in the wire format the Comm was built with (`self.wire`,
+        edit_lab.core.wire): float32 as `all_reduce`; bf16 as an all-reduce of the bf16 tensor; int8 / int4 as a
+        quantised reduce-scatter then all-gather (`_quantised_work`). The event records the compressed bytes by
+        the ring rule, and the link charges them."""
         from edit_lab.core import wire
 
+        self._check_device("compressed_all_reduce", kind, group, t)
+        if self.wire == "none" or self.size(group) == 1:
+            return self._all_reduce(t, group, kind, unit, async_op)
         n = t.numel()
         if self.wire == "bf16":
             low = t.detach().reshape(-1).to(torch.bfloat16)
             h = self.all_reduce_raw(low, group, kind, unit)
             h.after = self._chain(h.after, lambda: t.copy_(low.view_as(t).to(t.dtype)))
         else:
-            payload = wire.encode(t.detach().reshape(-1), self.wire)
-            gathered = torch.empty(payload.numel() * self.size(group), dtype=torch.uint8, device=t.device)
-            h = self.all_gather(gathered, payload, group, kind=kind, unit=unit, async_op=True)
             fmt = self.wire
-
-            def land() -> None:
-                parts = gathered.view(self.size(group), -1)
-                acc = wire.decode(parts[0], n, fmt)
-                for p in parts[1:]:
-                    acc = acc + wire.decode(p, n, fmt)
-                t.copy_(acc.view_as(t).to(t.dtype))
-
-            h.after = self._chain(h.after, land)
+            payload = wire.encode_chunks(t.detach().reshape(-1), fmt, self.size(group))
+            if self.stage_to_cpu and payload.is_cuda:
+                payload = payload.cpu()
+            work, reduced = self._quantised_work(payload, fmt, group)
+            h = self._issue(work, kind, group, unit, payload.numel(), t, True,
+                            lambda: t.copy_(wire.decode_chunks(reduced, n, fmt).view_as(t).to(t.dtype)),
+                            op="all_reduce")
         h.result = t
         if not async_op:
             self._complete(h, waited=False)
         return h
 
+    def _quantised_work(self, payload: torch.Tensor, fmt: str, group: str) -> tuple[Any, torch.Tensor]:
+        """The integer formats' exchange on torch.distributed: (work, the reduced chunks once waited).
+
+        Member i owns chunk i. An all-to-all (`all_to_all_single`, which gloo runs on CPU tensors) hands each
+        owner the R encoded contributions of its chunk, (R − 1)/R of the encoded tensor out of every rank,
+        what a ring reduce-scatter sends; the owner decodes them, sums in float32 in member order and encodes
+        the sum (`wire.reduce_chunk`); an all-gather of the reduced chunks, issued when the work is waited
+        (collectives are never issued from callbacks), hands everyone every chunk."""
+        work = _QuantisedReduce(self.backend, payload, fmt, self.group(group))
+        return work, work.reduced
+
     def all_reduce_raw(self, t: torch.Tensor, group: str, kind: str, unit: int | None) -> Handle:
         """An asynchronous all-reduce of `t` as it is, never re-routed (the wire format's own transfer)."""
         (tt,), after = self._staged(t)
         work = self.backend.all_reduce(tt, op=dist.ReduceOp.SUM, group=self.group(group), async_op=True)
-        return self._issue(work, kind, group, unit, t.numel() * t.element_size(), t, True, after)
+        return self._issue(work, kind, group, unit, t.numel() * t.element_size(), t, True, after, op="all_reduce")
 
     @staticmethod
     def _chain(first: Any, then: Any) -> Any:
@@ -265,7 +289,9 @@ class Comm:
         return h
 
     def _issue(self, work: Any, kind: str, group: str, unit: int | None, nbytes: int, result: Any,
-               async_op: bool, after: Any = None) -> Handle:
+               async_op: bool, after: Any = None, *, op: str) -> Handle:
+        """`nbytes`: the collective's whole tensor (`wire.ring_bytes`), recorded as what this rank sends on a ring."""
+        nbytes = ring_bytes(op, nbytes, self.size(group))
         h = Handle(self, work, kind, group, unit, nbytes, self.clock.now(), self.log.step)
         h.result = result
         h.after = after
@@ -320,3 +346,29 @@ class Comm:
                      overlapped=waited, exposed_between=(w0 if waited else h.t0, w1))
         if waited:
             log.add_span("wait", w0, w1, unit=h.unit, group=h.group, step=log.step, on=h.kind)
+
+
+class _QuantisedReduce:
+    """The work of an int8 / int4 pseudo-gradient on torch.distributed (`Comm._quantised_work`): the all-to-all
+    of encoded chunks in flight; `wait()` reduces this rank's chunk and all-gathers the reduced chunks into
+    `reduced` (rows in owner order)."""
+
+    def __init__(self, backend: Any, payload: torch.Tensor, fmt: str, group: Any) -> None:
+        self.backend, self.fmt, self.group = backend, fmt, group
+        self.mine = torch.empty_like(payload)
+        self.first = backend.all_to_all_single(self.mine, payload, group=group, async_op=True)
+        self.reduced = torch.empty_like(payload)
+        self.done = False
+
+    def wait(self) -> None:
+        if self.done:
+            return
+        from edit_lab.core import wire
+
+        self.first.wait()
+        own = wire.reduce_chunk(self.mine, self.fmt)
+        self.backend.all_gather_into_tensor(self.reduced.view(-1), own, group=self.group, async_op=False)
+        self.done = True
+
+    def get_future(self) -> Any:
+        raise RuntimeError("two collectives: completion is known at wait()")

@@ -12,16 +12,24 @@ The lab lets every Local-SGD method send it as
   (absmax / 127, absmax / 7). A code is round(x / scale), deterministic round-half-to-even (`torch.round`),
   not stochastic, so the rounding is biased: in one block, values of 0.45 beside an absmax of 7 (scale 1)
   are sent as 0 at every sync; only error feedback carries them over to a later sync. A *sum of codes* is
-  not defined (each replica's block has its own scale), so these travel as an **all-gather** of each
-  replica's codes and scales (one uint8 tensor): every rank then decodes the R payloads and sums them in
-  float32, in replica order.
+  not defined (each replica's block has its own scale), so these travel as a **quantised reduce-scatter then
+  all-gather** (`Comm.compressed_all_reduce`): every rank pads its (weighted) tensor to R chunks of whole blocks
+  (`chunk_values`), encodes each chunk (`encode_chunks`) and sends chunk i to its owner, member i (an
+  all-to-all); each owner decodes the R contributions of its chunk, sums them in float32 in member order and
+  encodes the sum again (`reduce_chunk`); an all-gather of the reduced chunks gives everyone every chunk, which
+  everyone decodes (`decode_chunks`): every rank holds the same sum. The owner's re-encoding is a second
+  rounding, of the sum (at most half its block's scale per value); error feedback corrects only the first,
+  each replica's Δ + e to Δ̂ (`OuterState.pseudo_gradient`), not this one.
 
-The lab's counting rule (`collective_bytes`, and `Comm.all_gather` for every all-gather) records, and the
-link charges, an all-reduce at its tensor's size S and an all-gather at R payloads, R·p. By that rule, at
-R = 2 int8 moves 0.51 of float32's bytes and int4 0.258 ((1/2 + 1/64)·R/4), and the gathered bytes grow
-with R, so int8 stops paying at R = 4 and int4 at R = 8. That is the rule, not a ring: on a ring a rank
-sends 2(R − 1)/R·S for an all-reduce and (R − 1)·p for an all-gather, so the rule charges the integer
-formats 2× against float32 at every R; on a ring int8 breaks even near R = 8 and int4 near R = 16.
+The counting rule, one for every collective (`ring_bytes`, used by `Comm`'s events and link model, the virtual
+clock, the simulator and the tables): an event's `bytes` is what one rank sends on a ring of R members, an
+all-reduce of S bytes 2(R − 1)/R·S, a reduce-scatter or all-to-all (R − 1)/R·S, an all-gather (R − 1)·p. The
+integer formats' exchange sends (R − 1) encoded chunks in each half, 2(R − 1)/R of the encoded tensor: the
+all-reduce of the compressed tensor (`collective_bytes`). So every format keeps its ratio at every R: bf16
+0.5 of float32, int8 (1 + 1/64)/4 = 0.254, int4 (1/2 + 1/64)/4 = 0.129 (`compression_ratio`), plus the padding
+to R whole-block chunks, which grows when a tensor has few blocks per member (nano's 163 blocks at R = 64: 192,
+int8 0.300). Before issue 48 the integer formats travelled as an all-gather of R payloads, and the lab counted
+an all-reduce at S and an all-gather at R·p: int8 cost 2.03× float32's bytes at R = 8.
 
 Where it happens: `OuterState.pseudo_gradient` (outer.py) hands every method the *decompressed* Δ̂ =
 decode(encode(Δ + e)), so what the penalty judges, weighs and clips is what travels; with error feedback
@@ -30,8 +38,9 @@ this rank's shard, but only where this replica's Δ̂ was sent and used (weight 
 finite G: `OuterState.keep_residual`); otherwise e stays what it was before the sync, and a non-finite e is
 never kept. `Comm.all_reduce` then carries the pseudo-gradient kinds of the sync group
 (`PSEUDO_GRADIENT_KINDS`) in the wire format. In int8 and int4, re-encoding Δ̂ (or w·Δ̂, EDiT's weighted
-one) gives back the same codes up to float rounding, so the bytes on the wire are the compressed tensor's
-own size, and the link model (comm.py) and the virtual clock charge that size because it is the tensor's.
+one) gives back the same codes up to float rounding when its chunks' blocks are its own blocks (R chunks of
+whole blocks of a `pack`ed tensor: they are), so the first rounding happens once; the link model (comm.py),
+the virtual clock and the simulator charge the bytes the event records.
 In bf16 re-encoding is not exact: EDiT's w·Δ̂ is rounded to bf16 again (w = 0.731: mean relative error
 1.4e-3), and so is every partial sum of the all-reduce; error feedback corrects only the first of these
 roundings of similar size (Δ + e to Δ̂).
@@ -54,7 +63,7 @@ _LEVELS = {"int8": 127, "int4": 7}
 
 
 def blockwise(fmt: str) -> bool:
-    """Integer codes with per-block scales: the formats that travel as an all-gather."""
+    """Integer codes with per-block scales: the formats that travel as a quantised reduce-scatter + all-gather."""
     return fmt in _LEVELS
 
 
@@ -74,10 +83,42 @@ def payload_bytes(numel: int, fmt: str) -> int:
     return codes + 4 * blocks
 
 
+def ring_bytes(op: str, tensor_bytes: int, replicas: int) -> int:
+    """The lab's one counting rule, for every collective: the bytes one rank sends on a ring of `replicas`
+    members. `tensor_bytes` is the collective's whole tensor: the all-reduced tensor S, the reduce-scatter's or
+    all-to-all's input S, the all-gather's output R·p. An all-reduce sends 2(R − 1)/R·S (a reduce-scatter then
+    an all-gather), a reduce-scatter or an all-to-all (R − 1)/R·S, an all-gather (R − 1)/R·R·p = (R − 1)·p.
+    Rounded down to whole bytes; 0 with one member (nothing leaves the rank)."""
+    if replicas <= 1:
+        return 0
+    factor = 2 if op == "all_reduce" else 1
+    if op not in ("all_reduce", "reduce_scatter", "all_gather", "all_to_all"):
+        raise ValueError(f"ring_bytes: no counting rule for {op!r}")
+    return factor * (replicas - 1) * tensor_bytes // replicas
+
+
+def chunk_values(numel: int, replicas: int) -> int:
+    """Values of one owner's chunk in the integer formats' quantised reduce-scatter: whole blocks, the same
+    number for every owner (the tensor is padded with zeros to `replicas` chunks)."""
+    blocks = -(-numel // BLOCK)
+    return -(-blocks // max(replicas, 1)) * BLOCK
+
+
+def wire_tensor_bytes(numel: int, fmt: str, replicas: int) -> int:
+    """The whole tensor a sync-group pseudo-gradient collective of `numel` float32 values moves, as an all-reduce:
+    4n, 2n in bf16; in int8 / int4 the R encoded chunks (codes + scales) of the quantised reduce-scatter, which
+    the all-gather of the reduced chunks moves once more: a ring all-reduce of that encoded tensor."""
+    if not blockwise(fmt):
+        return payload_bytes(numel, fmt)
+    return replicas * payload_bytes(chunk_values(numel, replicas), fmt)
+
+
 def collective_bytes(numel: int, fmt: str, replicas: int) -> int:
-    """The bytes the lab records (and the link charges) for one sync-group collective of `numel` values:
-    the tensor's size for an all-reduce, R payloads for the integer formats' all-gather."""
-    return payload_bytes(numel, fmt) * (replicas if blockwise(fmt) else 1)
+    """The bytes the lab records (an event's `bytes`), and the link and both clocks charge, for one sync-group
+    pseudo-gradient collective of `numel` values: what one rank sends on a ring (`ring_bytes`) of
+    `wire_tensor_bytes`. In int8 / int4: (R − 1) encoded chunks in the reduce-scatter and (R − 1) in the
+    all-gather, 2(R − 1)·p_chunk, the compressed tensor's all-reduce."""
+    return ring_bytes("all_reduce", wire_tensor_bytes(numel, fmt, replicas), replicas)
 
 
 def check(fmt: str) -> None:
@@ -125,6 +166,47 @@ def decode(payload: Any, numel: int, fmt: str) -> Any:
     return (q.view(blocks, BLOCK) * scale[:, None]).reshape(-1)[:numel]
 
 
+def encode_chunks(x: Any, fmt: str, replicas: int) -> Any:
+    """The quantised reduce-scatter's input: flat float32 `x` zero-padded to `replicas` chunks of
+    `chunk_values` values, each chunk `encode`d on its own; a (replicas, chunk payload) uint8 tensor, row i
+    for owner i."""
+    import torch
+
+    k = chunk_values(x.numel(), replicas)
+    xp = torch.zeros(replicas * k, dtype=torch.float32, device=x.device)
+    xp[:x.numel()] = x.reshape(-1)
+    return torch.stack([encode(xp[i * k:(i + 1) * k], fmt) for i in range(replicas)])
+
+
+def reduce_chunk(rows: Any, fmt: str) -> Any:
+    """An owner's step: the R contributions of its chunk (rows of codes + scales, in member order) decoded,
+    summed in float32 in member order, and the sum encoded again (the second rounding: `decode_chunks`
+    of the all-gathered results gives back this re-encoded sum, not the float32 one)."""
+    k = (rows.shape[1] * BLOCK) // (BLOCK + 4) if fmt == "int8" else (rows.shape[1] * BLOCK) // (BLOCK // 2 + 4)
+    acc = decode(rows[0], k, fmt)
+    for r in rows[1:]:
+        acc = acc + decode(r, k, fmt)
+    return encode(acc, fmt)
+
+
+def decode_chunks(rows: Any, numel: int, fmt: str) -> Any:
+    """The all-gathered reduced chunks (rows in owner order), decoded into the first `numel` values."""
+    import torch
+
+    k = (rows.shape[1] * BLOCK) // (BLOCK + 4) if fmt == "int8" else (rows.shape[1] * BLOCK) // (BLOCK // 2 + 4)
+    return torch.cat([decode(r, k, fmt) for r in rows])[:numel]
+
+
+def quantised_sum(payloads: list[Any], numel: int, fmt: str) -> Any:
+    """What every rank ends with, from every member's `encode_chunks` (member order): owner i's
+    `reduce_chunk` of row i of each, decoded (the virtual clock computes it so; tests compare)."""
+    import torch
+
+    R = len(payloads)
+    reduced = torch.stack([reduce_chunk(torch.stack([p[i] for p in payloads]), fmt) for i in range(R)])
+    return decode_chunks(reduced, numel, fmt)
+
+
 def roundtrip(x: Any, fmt: str) -> Any:
     """What the other replicas receive of `x`: decode(encode(x)), or x rounded to bf16, or x itself."""
     import torch
@@ -162,4 +244,5 @@ def unpack(flat: Any, sizes: list[int], fmt: str) -> list[Any]:
 
 def compression_ratio(fmt: str, replicas: int, numel: int = 1 << 20) -> float:
     """Recorded bytes against float32's all-reduce, for a tensor of `numel` values (docs, lesson)."""
-    return collective_bytes(numel, fmt, replicas) / (4 * numel) if numel else math.nan
+    ref = collective_bytes(numel, "none", replicas)
+    return collective_bytes(numel, fmt, replicas) / ref if numel and ref else math.nan

@@ -125,7 +125,7 @@ class EventLog:
             "kind": kind,
             "t0": t0,
             "t1": t1,
-            "bytes": nbytes,
+            "bytes": nbytes,  # what this rank sends on a ring (`wire.ring_bytes`, comm.py); 0 for non-collectives
             "group": group,
             "data": data,
         }
@@ -187,7 +187,9 @@ def is_cross_replica(ev: dict[str, Any]) -> bool:
 
 
 def sync_group_bytes(events: Iterable[dict[str, Any]], rank: int = 0) -> int:
-    """Bytes `rank` sent through sync-group collectives: what crossed the slow network."""
+    """Bytes `rank` sent through sync-group collectives: what crossed the slow network. An event's `bytes` is what
+    its rank sends on a ring (`wire.ring_bytes`: 2(R − 1)/R·S for an all-reduce, (R − 1)·p for an all-gather);
+    runs recorded before issue 48 hold the tensor's size instead (an all-gather's R·p)."""
     return sum(int(e.get("bytes") or 0) for e in events
                if e["rank"] == rank and e.get("group") == "sync" and is_comm(e["kind"], e.get("group")))
 

@@ -61,7 +61,8 @@ class Trainer:
         self.log = EventLog(mesh.rank, mesh.replica, mesh.shard, clock, cuda=device.type == "cuda")
         link = LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s)
         stage = device.type == "cuda" and resolve_backend(cfg, device) == "gloo"  # ranks sharing a GPU
-        self.comm = (Comm(mesh, self.log, link, stage_to_cpu=stage, device=device) if comm_factory is None
+        self.comm = (Comm(mesh, self.log, link, stage_to_cpu=stage, device=device,
+                          wire=getattr(cfg, "wire_format", "none")) if comm_factory is None
                      else comm_factory(self.log))
         self.engine = self.make_engine()
         self.method = make_method(cfg, self.engine)

@@ -72,6 +72,12 @@ WIRE: dict[str, dict[str, Any]] = {
                                     **SLOW_LINK),
     "streaming-int4-overlap-2x2": dict(method="streaming_diloco", shards=2, sync_interval=4, fragment_sync_delay=1,
                                        wire_format="int4", **STRAGGLER, **SLOW_LINK),
+    # issue 48: at R = 4 the ring rule (wire.ring_bytes) differs from the tensor's size (1.5x for an all-reduce),
+    # and int8 / int4 travel as a quantised reduce-scatter + all-gather; both clocks must charge the same
+    "diloco-int8-1x4": dict(method="diloco", shards=1, replicas=4, sync_interval=2, wire_format="int8", **SLOW_LINK),
+    "edit-int4-feedback-1x4": dict(method="edit", shards=1, replicas=4, sync_interval=2, wire_format="int4",
+                                   error_feedback=True, **SLOW_LINK),
+    "diloco-none-1x4": dict(method="diloco", shards=1, replicas=4, sync_interval=2, **SLOW_LINK),
 }
 
 
@@ -116,8 +122,9 @@ def test_every_registered_method_has_a_program_and_is_checked():
     assert {v["method"] for v in VARIANTS.values()} == set(METHODS)
     both = {v["method"] for v in VARIANTS.values() if v.get("prefetch") is False}
     assert both == {"edit"} and capabilities("edit").layerwise_sync
-    # 7 methods and EDiT without prefetch, in 4 configurations each; 5 time-budget cases; 5 wire formats' runs
-    assert (len(VARIANTS), len(CONFIGS), len(BUDGETS), len(WIRE)) == (8, 4, 5, 5)
+    # 7 methods and EDiT without prefetch, in 4 configurations each; 5 time-budget cases; 8 wire formats' runs
+    # (issue 48 added the three at R = 4, where the ring rule differs from the tensor's size)
+    assert (len(VARIANTS), len(CONFIGS), len(BUDGETS), len(WIRE)) == (8, 4, 5, 8)
 
 
 @pytest.mark.parametrize("config", CONFIGS)

@@ -25,6 +25,7 @@ class PairedComm:
         self.shared, self.replica = shared, replica
         self.mesh = SimpleNamespace(replicas=2, shards=1, replica=replica)
         self.device = torch.device("cpu")  # where collective tensors live (`Comm.device`)
+        self.wire = "none"  # issue 48/49: a Comm is built with its wire format, which the method checks
         self.calls: list[tuple[str, int]] = []
 
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, group: str, kind: str = "all_gather", **_) -> None:

@@ -30,15 +30,20 @@ def test_payload_bytes_are_the_encoded_tensors(fmt, n):
         assert 4 * n == wire.payload_bytes(n, fmt)
 
 
-def test_collective_bytes_and_where_an_all_gather_stops_paying():
+def test_collective_bytes_keep_their_ratio_at_every_width():
+    # issue 48: the counting rule is now what a rank sends on a ring (wire.ring_bytes), no longer the tensor's
+    # size for an all-reduce and R payloads for an all-gather; and int8 / int4 travel as a quantised
+    # reduce-scatter + all-gather, so they keep their ratio at every R instead of growing with it
     n = 1 << 20
-    assert wire.collective_bytes(n, "none", 8) == 4 * n
-    assert wire.collective_bytes(n, "bf16", 8) == 2 * n  # an all-reduce: the tensor's size, whatever R
-    assert wire.compression_ratio("int8", 2) == pytest.approx((1 + 4 / 256) / 2)
-    assert wire.compression_ratio("int4", 2) == pytest.approx((0.5 + 4 / 256) / 2)
-    # R payloads gathered: int8 stops paying at R = 4, int4 at R = 8
-    assert wire.compression_ratio("int8", 3) < 1 < wire.compression_ratio("int8", 4)
-    assert wire.compression_ratio("int4", 7) < 1 < wire.compression_ratio("int4", 8)
+    assert wire.collective_bytes(n, "none", 8) == 2 * 7 * 4 * n // 8  # 2(R - 1)/R·S
+    assert wire.collective_bytes(n, "bf16", 8) == 2 * 7 * 2 * n // 8
+    assert wire.collective_bytes(n, "none", 2) == 4 * n  # at R = 2 the ring rule is the tensor's size
+    for R in (2, 3, 4, 8, 16, 64):
+        # (R = 3: 4096 blocks pad to 4098, three chunks of 1366)
+        assert wire.compression_ratio("int8", R) == pytest.approx((1 + 4 / 256) / 4, rel=1e-3)
+        assert wire.compression_ratio("int4", R) == pytest.approx((0.5 + 4 / 256) / 4, rel=1e-3)
+    # a small tensor pads to R whole-block chunks: 3 blocks at R = 4 take 4
+    assert wire.wire_tensor_bytes(3 * 256, "int8", 4) == 4 * (256 + 4)
 
 
 @pytest.mark.parametrize("fmt,levels", [("int8", 127), ("int4", 7)])

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edit_lab.clock.costs import Costs
+from edit_lab.core.wire import ring_bytes
 
 
 # ------------------------------------------------------------------------------------ requests
@@ -57,6 +58,7 @@ class Issue:
     payload: Any = None
     blocking: bool = False  # True: the caller waits at once (`comm` with async_op=False)
     parts: tuple[int, ...] = ()  # back-to-back collectives of these sizes, waited for together (same times)
+    op: str = "all_reduce"  # nbytes is the whole tensor; charged and recorded by `wire.ring_bytes` for this op
 
 
 @dataclass
@@ -162,7 +164,8 @@ class Engine:
         n = self.issued_count[st.replica]
         self.issued_count[st.replica] += 1
         if n == len(self.collectives):
-            self.collectives.append(_Collective(req.kind, req.nbytes, req.parts or (req.nbytes,)))
+            ring = [ring_bytes(req.op, b, self.R) for b in (req.parts or (req.nbytes,))]
+            self.collectives.append(_Collective(req.kind, ring_bytes(req.op, req.nbytes, self.R), tuple(ring)))
         c = self.collectives[n]
         if c.kind != req.kind:  # a real process group would pair two different collectives: a schedule bug
             raise DeadlockError(f"sync-group collective #{n}: replica {st.replica} issued {req.kind!r}, "
@@ -171,7 +174,7 @@ class Engine:
         c.payloads[st.replica] = req.payload
         if len(c.issued) == self.R:
             self._complete_ready()
-        return Handle(n, req.kind, req.unit, req.nbytes, st.t, st.step, req.blocking)
+        return Handle(n, req.kind, req.unit, c.nbytes, st.t, st.step, req.blocking)
 
     def _complete_ready(self) -> None:
         """Give completion times, in issue order, to every collective all replicas have issued."""

@@ -22,7 +22,8 @@ same costs (`crosscheck.py`): they agree to float rounding.
   later (a wait, then the outer step of each of its units); a closing sync of the fragments that trained. A
   reader's `fragment_schedule_rule` decides which fragment lands when, as on the ranks.
 
-Pseudo-gradients travel in the run's wire format (`wire.collective_bytes`: the bytes the run records).
+Pseudo-gradients travel in the run's wire format (`wire.collective_bytes`: the bytes the run records, the ring
+rule `wire.ring_bytes` of `wire.wire_tensor_bytes`).
 
 Time budgets (`time_budget`) follow edit-method.md §12 exactly as the worker does: the stop checks,
 the budget meetings at sync points, and the closing sync of `finalize`.
@@ -39,7 +40,7 @@ from typing import Any
 from edit_lab.clock.costs import Costs
 from edit_lab.clock.sim.engine import Handle, Issue, Local, Now, Row, Step, Wait, Work
 from edit_lab.config import RunConfig
-from edit_lab.core.wire import collective_bytes, padded
+from edit_lab.core.wire import padded, wire_tensor_bytes
 from edit_lab.hooks import fragment_schedule_of
 from edit_lab.protocol import (
     DECISION_FIELDS,
@@ -89,11 +90,12 @@ class ReplicaProgram:
         self.grads_in_flight: list[Handle] = []  # gradient all-reduces issued during this step's backward
 
     # ------------------------------------------------------------------ sync-group helpers
-    def exchange(self, kind: str, nbytes: int, payload: Any, unit: int | None = None) -> Gen:
-        """A blocking sync-group collective; returns every replica's payload (none with one replica)."""
+    def exchange(self, kind: str, nbytes: int, payload: Any, unit: int | None = None, op: str = "all_reduce") -> Gen:
+        """A blocking sync-group collective; returns every replica's payload (none with one replica). `nbytes`:
+        the whole tensor (an all-gather's output), recorded by the ring rule of `op` (`wire.ring_bytes`)."""
         if self.R == 1:
             return [payload]
-        return (yield Issue(kind, nbytes, unit=unit, payload=payload, blocking=True))
+        return (yield Issue(kind, nbytes, unit=unit, payload=payload, blocking=True, op=op))
 
     def replica_clock(self) -> Gen:
         t = yield Now()
@@ -293,7 +295,8 @@ class LocalSGDProgram(ReplicaProgram):
 
     def budget_meeting(self, step: int, done: bool) -> Gen:
         assert self.last_sync_step is not None
-        rows = yield from self.exchange("stop_check", 2 * self.R * F64, (done, step - self.last_sync_step))
+        rows = yield from self.exchange("stop_check", 2 * self.R * F64, (done, step - self.last_sync_step),
+                                        op="all_gather")
         flags, total = [bool(r[0]) for r in rows], sum(int(r[1]) for r in rows)
         self.last_meeting = (flags, total)
         return flags, total
@@ -323,12 +326,13 @@ class LocalSGDProgram(ReplicaProgram):
         self.n_syncs += 1
 
     def wire_bytes(self, units: list[int]) -> int:
-        """Bytes of one sync-group collective of these units' pseudo-gradients, packed (`wire.pack`) and carried
-        in the run's wire format (`wire.collective_bytes`); float32's all-reduce: their shards' bytes."""
+        """The whole tensor of one sync-group collective of these units' pseudo-gradients, packed (`wire.pack`) and
+        carried in the run's wire format (`wire.wire_tensor_bytes`; the engine records and charges it as an all-reduce
+        by the ring rule, `wire.ring_bytes`); float32's: their shards' bytes."""
         fmt = getattr(self.cfg, "wire_format", "none")
         if fmt == "none":
             return sum(self.costs.unit_bytes[u] for u in units)
-        return collective_bytes(sum(padded(self.costs.unit_bytes[u] // 4, fmt) for u in units), fmt, self.R)
+        return wire_tensor_bytes(sum(padded(self.costs.unit_bytes[u] // 4, fmt) for u in units), fmt, self.R)
 
     def sync_between_steps(self, step: int) -> Gen:
         raise NotImplementedError
@@ -436,7 +440,7 @@ class EDiTProgram(LocalSGDProgram):
         """Stages 1–2: the norms (shard group), then the decision all-gather (sync group, blocking)."""
         self.syncing, self.sync_step = True, step
         yield Local("sync_norms", self.costs.shard_exchange_s)
-        yield from self.exchange("sync_decisions", self.R * self.U * len(DECISION_FIELDS) * F64, None)
+        yield from self.exchange("sync_decisions", self.R * self.U * len(DECISION_FIELDS) * F64, None, op="all_gather")
 
     def pre_unit(self, unit: int) -> Gen:
         if not self.syncing:
@@ -489,7 +493,7 @@ class AEDiTProgram(EDiTProgram):
 
     def start_timer(self) -> Gen:
         t = yield from self.replica_clock()
-        clocks = yield from self.exchange("timer_start", self.R * F64, t)
+        clocks = yield from self.exchange("timer_start", self.R * F64, t, op="all_gather")
         self.last_sync_time = max(clocks)
 
     def should_sync(self, step: int) -> Gen:
@@ -504,7 +508,7 @@ class AEDiTProgram(EDiTProgram):
     def meet(self, step: int, t: float, done: bool) -> Gen:
         assert self.last_sync_step is not None and self.last_meeting_step is not None
         mine = (step - self.last_sync_step, step - self.last_meeting_step, t, done, step)
-        rows = yield from self.exchange("step_count", self.R * len(MEETING_FIELDS) * F64, mine)
+        rows = yield from self.exchange("step_count", self.R * len(MEETING_FIELDS) * F64, mine, op="all_gather")
         total = sum(r[0] for r in rows)
         self.all_done = all(r[3] for r in rows)
         sync = decide_sync(total, self.cfg.min_sync_steps, self.all_done)

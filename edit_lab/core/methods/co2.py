@@ -183,7 +183,8 @@ class CO2Method(LocalSGDMethod):
         outer, shards = self.co2_outer, self.engine.shards
         flat = outer.pseudo_gradients(shards)  # Δ_k, before the anchor moves: measured from where round k began
         previous = self.in_flight
-        self.in_flight = (self.comm.all_reduce(flat, group="sync", kind="co2_reduce", async_op=True), flat, step)
+        h = self.comm.compressed_all_reduce(flat, group="sync", kind="co2_reduce", async_op=True)
+        self.in_flight = (h, flat, step)
         applied = self.land(previous)
         outer.restart(shards)
         self.log_all_checksums()
@@ -223,7 +224,7 @@ class CO2Method(LocalSGDMethod):
         pending, self.in_flight = self.in_flight, None
         applied = self.land(pending)
         if partial is not None:
-            self.comm.all_reduce(partial, group="sync", kind="sync_reduce")
+            self.comm.compressed_all_reduce(partial, group="sync", kind="sync_reduce")
             self.outer_step(partial)
         outer.restart(shards)
         self.log_all_checksums()

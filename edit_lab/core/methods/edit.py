@@ -266,7 +266,7 @@ class EDiTMethod(LocalSGDMethod):
             contrib = delta.zero_()
         else:
             contrib = delta.mul_(w)
-        h = self.comm.all_reduce(contrib, group="sync", kind="sync_reduce", unit=unit, async_op=True)
+        h = self.comm.compressed_all_reduce(contrib, group="sync", kind="sync_reduce", unit=unit, async_op=True)
         self.pending[unit] = (h, contrib)
 
     @torch.no_grad()

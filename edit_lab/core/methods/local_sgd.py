@@ -47,7 +47,8 @@ class LocalSGDMethod(Method):
         # compressed pseudo-gradients (edit_lab/core/wire.py): Comm carries the sync group's pseudo-gradient kinds in
         # this format, the outer state hands out what travels (and keeps error feedback's residuals)
         self.wire: str = getattr(cfg, "wire_format", "none")
-        self.comm.wire = self.wire
+        if self.comm.wire != self.wire:  # Comm is built with the run's wire format (trainer.py, virtual.py)
+            raise RuntimeError(f"the comm carries {self.comm.wire!r}, the run {self.wire!r}")
 
     # ------------------------------------------------------------ schedule
     def begin_step(self, step: int) -> None:
@@ -195,7 +196,7 @@ class PostLocalSGDMethod(LocalSGDMethod):
                 buf.div_(R)
             else:
                 delta = self.outer.pseudo_gradient(unit, theta)
-                self.comm.all_reduce(delta, group="sync", kind="param_average", unit=unit)
+                self.comm.compressed_all_reduce(delta, group="sync", kind="param_average", unit=unit)
                 buf = self.outer.anchor(unit, theta.device) - delta.div_(R)
                 self.outer.keep_residual(unit, used=True)  # no penalty: used (a non-finite residual is not kept)
             theta.copy_(buf)
@@ -223,7 +224,7 @@ class DiLoCoMethod(LocalSGDMethod):
         R = self.mesh.replicas
         deltas = [outer.pseudo_gradient(u, th) for u, th in enumerate(self.engine.shards)]
         flat = pack(deltas, self.wire)  # torch.cat, each unit on a block boundary in the integer wire formats
-        self.comm.all_reduce(flat, group="sync", kind="sync_reduce", unit=None)
+        self.comm.compressed_all_reduce(flat, group="sync", kind="sync_reduce", unit=None)
         flat.div_(R)
         with self.log.span("outer_step", sync_step=step):  # event step: the step whose time it takes
             pieces = unpack(flat, [d.numel() for d in deltas], self.wire)

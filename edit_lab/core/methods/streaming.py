@@ -115,7 +115,7 @@ class StreamingDiLoCoMethod(LocalSGDMethod):
         units = self.fragments[fragment]
         deltas = [outer.pseudo_gradient(u, self.engine.shards[u]) for u in units]
         flat = pack(deltas, self.wire)
-        h = self.comm.all_reduce(flat, group="sync", kind="sync_reduce", unit=None, async_op=True)
+        h = self.comm.compressed_all_reduce(flat, group="sync", kind="sync_reduce", unit=None, async_op=True)
         self.in_flight = InFlight(fragment, h, flat, [d.numel() for d in deltas], step, step + self.delay)
         self.log.record("fragment_sent", step=step, fragment=fragment, units=units, lands_at=step + self.delay)
 
@@ -169,7 +169,7 @@ class StreamingDiLoCoMethod(LocalSGDMethod):
             units = [u for f in need for u in self.fragments[f]]
             deltas = [outer.pseudo_gradient(u, self.engine.shards[u]) for u in units]
             flat = pack(deltas, self.wire)
-            self.comm.all_reduce(flat, group="sync", kind="sync_reduce", unit=None)
+            self.comm.compressed_all_reduce(flat, group="sync", kind="sync_reduce", unit=None)
             flat.div_(self.mesh.replicas)
             for u, piece in zip(units, unpack(flat, [d.numel() for d in deltas], self.wire)):
                 with self.log.span("outer_step", unit=u, final=True):
