@@ -137,10 +137,14 @@ def lower_peak(stream: Sequence[RunLike], whole: Sequence[RunLike], whole_name: 
     s = [measure(r)["peak_step_bytes"] for r in stream]
     w = [measure(r)["peak_step_bytes"] for r in whole]
     fragments = as_run(stream[0]).config.fragments
-    return verdict(f"Streaming DiLoCo's peak per step is below {whole_name}'s", all(a < b for a, b in zip(s, w)),
-                   f"{max(s) / 1e6:.3f} MB against {min(w) / 1e6:.3f} MB in one step "
-                   f"({max(s) / max(min(w), 1):.2f}×; one fragment of P = {fragments})",
-                   "a fragment is most of the model (P = 1, or one unit holds nearly every parameter)")
+    never = min(w) == 0  # the whole-model method sent nothing inside training: its only sync was the closing one
+    why = (f"{whole_name} never synced inside training in this run (its first sync step lay beyond the budget's "
+           "last step; only the closing sync sent its model): there is no peak to compare" if never else
+           "a fragment is most of the model (P = 1, or one unit holds nearly every parameter)")
+    return verdict(f"Streaming DiLoCo's peak per step is below {whole_name}'s",
+                   not never and all(a < b for a, b in zip(s, w)),
+                   f"{max(s) / 1e6:.3f} MB against {min(w) / 1e6:.3f} MB in one step"
+                   + ("" if never else f" ({max(s) / min(w):.2f}×; one fragment of P = {fragments})"), why)
 
 
 def exposes_less(a: Sequence[RunLike], b: Sequence[RunLike], a_name: str, b_name: str) -> Verdict:
