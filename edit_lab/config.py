@@ -303,6 +303,8 @@ class RunConfig:
     # --- stragglers and the simulated sync link ---
     straggler_replicas: tuple[int, ...] = knob((), "consistent stragglers: replica indices", section=S_LINK)
     straggler_factor: float = knob(1.0, "their steps take k× as long", section=S_LINK, ge=1.0, finite=True)
+    backup_m: int = knob(0, "backup: each step averages the gradients of the first m replicas to be ready and drops "
+                         "the rest (m of n = replicas; 0: replicas - 1)", section=S_LINK, ge=0)
     random_pause_prob: float = knob(0.0, "each step, each replica pauses with this probability", section=S_LINK,
                                     ge=0.0, le=1.0)
     random_pause_ms: float = knob(0.0, "length of such a pause, in milliseconds", section=S_LINK, ge=0.0,
@@ -499,6 +501,11 @@ class RunConfig:
             self._check_streaming(bad, n_units)
         if self.fragment_schedule_rule is not None:
             self._check_fragment_schedule_rule()
+        if caps.quorum:
+            self._check_quorum(bad)
+        elif self.backup_m:
+            bad("backup_m", f"0 with method={self.method!r}: only {', '.join(m for m in METHODS if capabilities(m).quorum)}"
+                " drops late replicas")
         if self.wire_format != "none" and not caps.is_local_sgd:
             bad("wire_format", f"none with method={self.method!r}: only the local-SGD methods "
                 f"({', '.join(m for m in METHODS if capabilities(m).is_local_sgd)}) send pseudo-gradients")
@@ -515,6 +522,24 @@ class RunConfig:
                 name = "device" if self.device == "cuda" else "backend"
                 bad(name, "auto or cpu/gloo here: no CUDA device is visible on this machine")
         return self
+
+    def _check_quorum(self, bad: Any) -> None:
+        """Backup workers: m of the R replicas, every one of them in one quorum (core/methods/backup.py)."""
+        if self.replicas < 2:
+            bad("replicas", f"at least 2 with method={self.method!r}: one replica has nobody to leave behind")
+        if not 0 <= self.backup_m <= self.replicas:
+            bad("backup_m", f"0 (replicas - 1) or 1..{self.replicas} (replicas={self.replicas}): the number of "
+                "replicas whose gradients each step averages")
+        for field_, value in (("grad_all_reduce_rule", self.grad_all_reduce_rule),
+                              ("sync_group_rule", self.sync_group_rule)):
+            if value is not None:
+                bad(field_, f"None with method={self.method!r}: the quorum averages over every replica with the "
+                    "library's own all-reduce")
+
+    @property
+    def quorum_m(self) -> int:
+        """How many replicas' gradients a step of backup workers averages: `backup_m`, or R - 1 when it is 0."""
+        return self.backup_m or self.replicas - 1
 
     def _check_streaming(self, bad: Any, n_units: int) -> None:
         """What Streaming DiLoCo needs of the schedule, and what it does not run: refused before any process."""
@@ -583,7 +608,7 @@ class RunConfig:
         def refuse(why: str) -> None:
             raise ConfigError(f"grad_all_reduce_rule={first[:80]!r} is not allowed: {why}")
 
-        every = [m for m in METHODS if not capabilities(m).is_local_sgd]
+        every = [m for m in METHODS if not capabilities(m).is_local_sgd and not capabilities(m).quorum]
         warm = [m for m in METHODS if capabilities(m).is_local_sgd]
         where = (f"{', '.join(every)} all-reduce{'s' * (len(every) == 1)} the gradients every step, "
                  f"{', '.join(warm)} only in their warmup_steps")

@@ -23,11 +23,16 @@ class Capabilities:
     time_triggered: bool = False  # syncs when a wall-clock timer expires (A-EDiT), not every τ steps
     layerwise_sync: bool = False  # syncs unit by unit inside the forward, with optional prefetch (RunConfig.prefetch)
     checkpointable: bool = True  # reaches moments where the whole state is in hand, so `checkpoint_every` can work
+    # each step averages the gradients of the first `backup_m` replicas ready for their backward; the late ones
+    # abandon the step (backup workers), and a straggler's pause is spent before the backward, not after the step
+    quorum: bool = False
 
 
 #: Every method the config accepts, in the course's order (the notebooks, `--help`, the tables).
 REGISTRY: dict[str, Capabilities] = {
     "sync": Capabilities(),
+    # Chen et al. 2016, "Revisiting Distributed Synchronous SGD": synchronous SGD that drops the slowest replicas
+    "backup": Capabilities(quorum=True),
     "post_local_sgd": Capabilities(is_local_sgd=True),
     "diloco": Capabilities(is_local_sgd=True),
     # the mean of CO2's last round is always in flight (it lands at the next boundary)

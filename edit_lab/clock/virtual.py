@@ -219,6 +219,11 @@ class Collective:
     members: list[int]
     parts: dict[int, tuple[Any, Any, float]] = field(default_factory=dict)
     done_at: float | None = None
+    done_for: dict[int, float] = field(default_factory=dict)  # a member's own completion, where they differ
+    verdicts: dict[int, bool] = field(default_factory=dict)  # a quorum's answer per member (`Fabric.quorum`)
+
+    def done_of(self, rank: int) -> float | None:
+        return self.done_for.get(rank, self.done_at)
 
 
 class Fabric:
@@ -257,7 +262,7 @@ class Fabric:
         c = self.waiting[r]
         if c is None:
             return self.clocks[r].t, r
-        return None if c.done_at is None else (max(self.clocks[r].t, c.done_at), r)
+        return None if c.done_at is None else (max(self.clocks[r].t, c.done_of(r)), r)
 
     def _schedule(self) -> None:
         """Fill the free lanes with the runnable ranks of smallest virtual time (ties: the lowest rank)."""
@@ -318,7 +323,7 @@ class Fabric:
                     self._await_turn(rank)
                 finally:
                     self.waiting[rank] = None
-            return coll.done_at
+            return coll.done_of(rank)
 
     def stop(self, why: str) -> None:
         with self.cond:
@@ -343,6 +348,33 @@ class Fabric:
                 self._complete(gkey, coll)
                 self._schedule()  # its waiters may take a free lane
             return coll
+
+    def quorum(self, rank: int, replica: int, leader: bool, m: int, ready_at: float) -> tuple[bool, float]:
+        """Backup workers' rendezvous on virtual time (core/quorum.py for real processes): (is `replica` among the
+        first m ready, the virtual time its verdict is known). Every rank of the world arrives at each step; a
+        replica's readiness is its leader's (shard 0) `ready_at` (after its pause), ties by replica. A member's
+        verdict comes when it is ready; a late replica's when the m-th was ready, or at once if that was before it
+        arrived (its leader's arrival): it stops spinning then. Not a transfer: nobody waits for anybody in it."""
+        with self.cond:
+            gkey = ("quorum",)
+            n = self.seq[(rank, gkey)]
+            self.seq[(rank, gkey)] = n + 1
+            members = list(range(self.world))
+            coll = self.open.setdefault((gkey, n), Collective("quorum", "quorum", "quorum", 0, members))
+            coll.parts[rank] = ((replica, leader, ready_at), None, self.clocks[rank].t)
+            if len(coll.parts) == len(members):
+                del self.open[(gkey, n)]
+                leaders = {p[0][0]: (p[0][2], p[2]) for p in coll.parts.values() if p[0][1]}  # replica: (ready, arrived)
+                ranked = sorted(leaders, key=lambda r: (leaders[r][0], r))
+                t_met = leaders[ranked[m - 1]][0]
+                verdict = {r: (r in ranked[:m], leaders[r][0] if r in ranked[:m] else max(leaders[r][1], t_met))
+                           for r in leaders}
+                coll.verdicts = {k: verdict[p[0][0]][0] for k, p in coll.parts.items()}
+                coll.done_for = {k: max(p[2], verdict[p[0][0]][1]) for k, p in coll.parts.items()}
+                coll.done_at = max(coll.done_for.values())
+                self._schedule()
+        done = self.block(rank, coll)
+        return coll.verdicts[rank], done
 
     def _complete(self, gkey: tuple, coll: Collective) -> None:
         import torch
@@ -516,6 +548,16 @@ def virtual_comm_class() -> type:
                 self._kind = kind
                 return self._declare(kind, group, kw.get("unit"), t,
                                      lambda: super(VirtualComm, self).compressed_all_reduce(t, group, kind, **kw))
+
+            def quorum(self, step: int, m: int, pause_s: float, timeout_s: float) -> Any:
+                """Backup workers' rendezvous on the fabric (`Fabric.quorum`): the clock moves to the verdict."""
+                from edit_lab.core.quorum import Verdict
+
+                fabric, mesh = self.backend.fabric, self.mesh
+                t0 = self.clock.now()
+                member, done = fabric.quorum(mesh.rank, mesh.replica, mesh.shard == 0, m, t0 + pause_s)
+                self.clock.advance_to(done)
+                return Verdict(member, self.clock.now() - t0)
 
             def _finish(self, h: Any) -> float:
                 done = h.work.wait()

@@ -243,6 +243,14 @@ class Comm:
             then()
         return both
 
+    def quorum(self, step: int, m: int, pause_s: float, timeout_s: float) -> Any:
+        """Backup workers: is this replica among the first m ready for `step`'s backward, after spinning through
+        `pause_s`? Not a collective: the rendezvous store answers (core/quorum.py), so nobody waits in it."""
+        from edit_lab.core.quorum import default_store, store_rendezvous
+
+        return store_rendezvous(default_store(), step, self.mesh.replica, self.mesh.shard == 0, m, pause_s,
+                                timeout_s)
+
     def broadcast(self, t: torch.Tensor, src: int, group: str = "world", kind: str = "broadcast") -> torch.Tensor:
         """t <- t of global rank `src` (in place, blocking). For setting up a run (the common start time):
         it is not recorded, because it runs before the common clock starts."""

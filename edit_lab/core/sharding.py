@@ -382,6 +382,13 @@ class ShardedModel:
             prev = t
         log.add_span("compute_bwd", ready.get("start0", prev), t_end, unit=0, part="embed")
 
+    def drop_backward(self) -> None:
+        """No backward this step (a late replica of backup workers, core/methods/backup.py): let go of what
+        the forward gathered for it; the caller drops the loss and with it autograd's graph."""
+        self._held, self._ag_pending, self._rs_pending = {}, {}, []
+        self._grad_ready = None
+        self._count()
+
     def finish_backward(self) -> None:
         """Land every reduce-scatter still pending (all of them unless the method asked to hear of each)."""
         pending, self._rs_pending = self._rs_pending, []

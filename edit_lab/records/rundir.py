@@ -251,6 +251,8 @@ def merge_metrics(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "loss": sum(m["loss"] for m in ms) / len(ms), "tokens": sum(m["tokens"] for m in ms),
                     "t": max(m["t"] for m in ms), "dt": max(m["dt"] for m in ms),
                     "carried": any(m.get("carried", False) for m in ms)})
+        if any(m.get("dropped", False) for m in ms):  # backup workers: a late replica's step, abandoned
+            out[-1]["dropped"] = True
     # in the order they happened: by the most steps any replica had reached (times restart at 0 in a
     # resumed run, whose carried rows come first), the final one last
     for key, ms in sorted(evals.items(), key=lambda kv: (kv[0][0] == 2, max(m["step"] for m in kv[1]), kv[0])):

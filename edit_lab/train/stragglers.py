@@ -14,6 +14,10 @@ Two kinds, as in the paper's experiments:
 - a *rule* of the reader's (`straggler_rule`, edit_lab.hooks): `fn(step, replica, compute_s)` returns the
   seconds to pause after that step, given the step's own compute as above; added to the other two.
 
+Where the pause is spent: after the inner optimizer for every method but backup workers, whose replicas spend
+it between the forward and the backward, while they wait to learn whether their gradient is still needed
+(core/quorum.py, `Trainer.train_step`); the event then says whether the step was abandoned.
+
 A pause is recorded as a `straggle` event so the timeline shows who held whom up; its data holds the reason
 (consistent, random, rule, or several joined by "+"), the seconds `planned` and the step's own compute the
 pause was computed from (`compute`).
@@ -34,6 +38,7 @@ from dataclasses import dataclass
 import torch
 
 from edit_lab.config import RunConfig
+from edit_lab.core.quorum import Pause
 from edit_lab.records.events import EventLog
 from edit_lab.train.data import mix_seed
 
@@ -89,6 +94,13 @@ class StragglerModel:
             if ruled > 0:
                 d, why = d + ruled, ("rule" if why is None else why + "+rule")
         return d, why
+
+    def plan(self, step: int, replica: int, compute_s: float) -> Pause:
+        """The pause this replica owes at `step` after `compute_s` of own compute, not spent yet (backup workers
+        spend it before the backward, asking meanwhile whether they are still needed: core/quorum.py)."""
+        compute_s = self.own_compute(compute_s)
+        d, why = self.delay(step, replica, compute_s)
+        return Pause(max(d, 0.0), why, compute_s)
 
     def pause(self, step: int, replica: int, compute_s: float, log: EventLog) -> float:
         compute_s = self.own_compute(compute_s)

@@ -1,7 +1,7 @@
 """One rank's training: the step loop that calls the method's hooks (edit-method.md §2), and its optimizer.
 
-`Trainer.train_step` is one step (forward with the method's `pre_unit` before each unit, backward, the
-method's `after_backward`, the inner optimizer, `after_optimizer`); `Trainer.run` is the loop, the time
+`Trainer.train_step` is one step (forward with the method's `pre_unit` before each unit, `before_backward`,
+backward, the method's `after_backward`, the inner optimizer, `after_optimizer`); `Trainer.run` is the loop, the time
 budget's meetings and the final sync. Kept apart from the process that runs it (`runtime/worker.py`: process
 bootstrap, devices, torchrun), so that the virtual clock (`clock/virtual.py`) and the tests drive the very
 same loop in a thread.
@@ -20,11 +20,13 @@ from edit_lab.config import RunConfig
 from edit_lab.core.comm import Comm, LinkModel
 from edit_lab.core.mesh import Mesh
 from edit_lab.core.methods import make_method
+from edit_lab.core.quorum import Pause
 from edit_lab.core.sharding import ShardedModel
 from edit_lab.model import build_model
 from edit_lab.records import rundir
 from edit_lab.records.events import Clock, EventLog, own_compute_s
 from edit_lab.records.rundir import ProgressFile, RankRecord
+from edit_lab.registry import capabilities
 from edit_lab.train import checkpoint, faults
 from edit_lab.train.data import Corpus, corrupt_batch, load_corpus, mix_seed, train_batch, val_batches
 from edit_lab.train.stragglers import StragglerModel
@@ -71,7 +73,9 @@ class Trainer:
         self.other_corpus: Corpus | None = None
         self.load_data()
         self.stragglers = StragglerModel.from_config(cfg)
+        self.quorum = capabilities(cfg.method).quorum  # backup workers: the pause is spent before the backward
         self.metrics: list[dict] = []
+        self._step_compute_s = 0.0  # the own compute of the last step that ran its backward (`planned_pause`)
         self.start_step = 0
         self.syncs_done = 0
         self.train_end_s: float | None = None
@@ -158,14 +162,19 @@ class Trainer:
         loss = self.engine.forward(x, y, hooks=self.method)
         loss = faults.maybe_poison_loss(cfg, self.mesh.rank, step, loss)
         faults.check_finite(cfg, self.mesh.rank, step, loss)
-        self.engine.backward(loss)
+        member = self.method.before_backward(step, self.planned_pause(step, first_event))
+        if member:
+            self.engine.backward(loss)
+        else:  # a late replica of backup workers: its gradient would be dropped, so it computes none
+            self.engine.drop_backward()
         self.method.after_backward(step)
         if cfg.grad_clip > 0:
             self.engine.grad_norm_(cfg.grad_clip)
         with log.span("optimizer"):
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
-        self.straggle(step, first_event)
+        if not self.quorum:
+            self.straggle(step, first_event)
         if step == cfg.spike_step and self.mesh.replica == cfg.spike_replica:
             with torch.no_grad():  # a one-off blow-up of this replica (on `spike_units`, or every unit)
                 for unit, p in enumerate(self.engine.shards):
@@ -175,13 +184,31 @@ class Trainer:
         value = float(loss.detach())  # waits for the device, so t_end is the step's real end
         t_end = clock.now()
         log.resolve()
-        self.metrics.append({"kind": "train", "step": step, "rank": self.mesh.rank, "replica": self.mesh.replica,
-                             "shard": self.mesh.shard, "loss": value, "tokens": x.numel(), "t": t_end,
-                             "dt": t_end - t_begin})
+        row = {"kind": "train", "step": step, "rank": self.mesh.rank, "replica": self.mesh.replica,
+               "shard": self.mesh.shard, "loss": value, "tokens": x.numel() if member else 0, "t": t_end,
+               "dt": t_end - t_begin}
+        if not member:  # its forward's loss is real, its tokens were not trained on
+            row["dropped"] = True
+        self.metrics.append(row)
+        if member:
+            self._step_compute_s = own_compute_s(self.log.events[first_event:])
         if self._checkpoint_due is not None:
             self.save_checkpoint(self._checkpoint_due)
             self._checkpoint_due = None
         return value
+
+    def planned_pause(self, step: int, first_event: int) -> Pause | None:
+        """For a method that spends the straggler's pause before the backward (`quorum`: backup workers), the
+        pause it owes this step; None for the others (they pause after the optimizer, `straggle`). The step's
+        own compute is not known before its backward: the last whole step's stands for it (at the first, three
+        times this forward's: a backward costs about two forwards)."""
+        if not self.quorum:
+            return None
+        compute_s = 0.0
+        if self.stragglers.needs_compute(self.mesh.replica):
+            self.log.resolve()
+            compute_s = self._step_compute_s or 3 * own_compute_s(self.log.events[first_event:])
+        return self.stragglers.plan(step, self.mesh.replica, compute_s)
 
     def straggle(self, step: int, first_event: int) -> None:
         """A straggler's pause: (k − 1) × this step's own compute (its events from `first_event` on), plus

@@ -92,6 +92,7 @@ REPLICA_COLORS = ("#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564
 
 METHOD_COLORS: dict[str, str] = {
     "sync": "#7F7F7F",
+    "backup": "#BCBD22",
     "post_local_sgd": "#8C564B",
     "diloco": "#9467BD",
     "co2": "#E377C2",

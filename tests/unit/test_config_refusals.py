@@ -78,7 +78,7 @@ def test_types_nan_and_infinity():
     assert refusal(grad_clip=math.nan).startswith("grad_clip=nan")
     RunConfig(spike_scale=math.nan).validate()  # declared: a non-finite spike is a lesson, not a typo
     RunConfig(link_bandwidth_mb_s=math.inf).validate()
-    assert refusal(method="fedavg") == ("method='fedavg' is not allowed: one of sync, post_local_sgd, diloco, co2, "
+    assert refusal(method="fedavg") == ("method='fedavg' is not allowed: one of sync, backup, post_local_sgd, diloco, co2, "
                                         "edit, aedit, streaming_diloco")
     assert refusal(model="huge").startswith("model='huge' is not allowed: one of nano, tiny")
     assert refusal(out=3) == "out=3 is not allowed: a path (text), or None"

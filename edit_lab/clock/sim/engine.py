@@ -7,6 +7,7 @@ Each replica is a Python generator (its program, `programs.py`) that yields requ
                                  with one shard, where `Comm` exchanges nothing)
     Issue(kind, nbytes, payload) a sync-group collective; the answer is a Handle
     Wait(handle)                 block until the collective is complete; the answer is every replica's payload
+    Quorum(m, pause_s)           backup workers' rendezvous: among the first m ready? (no transfer, no wait)
     Now()                        the replica's clock
     Step(n), Row(fields)         bookkeeping: the step events belong to; a metrics row stamped with the clock
 
@@ -59,6 +60,16 @@ class Issue:
     blocking: bool = False  # True: the caller waits at once (`comm` with async_op=False)
     parts: tuple[int, ...] = ()  # back-to-back collectives of these sizes, waited for together (same times)
     op: str = "all_reduce"  # nbytes is the whole tensor; charged and recorded by `wire.ring_bytes` for this op
+
+
+@dataclass
+class Quorum:
+    """Backup workers' rendezvous (`Fabric.quorum`): the replica will be ready `pause_s` from now; the answer is
+    whether it is among the first m, once every replica has asked; its clock moves to its verdict."""
+
+    m: int
+    pause_s: float
+    data: dict[str, Any] = field(default_factory=dict)  # the pause's `straggle` event (reason, planned, compute)
 
 
 @dataclass
@@ -122,6 +133,7 @@ class ReplicaState:
     t: float = 0.0
     step: int = 0
     blocked: Handle | None = None
+    asked: int | None = None  # the quorum it waits on (`Quorum`), by index
     blocked_at: float = 0.0
     finished: bool = False
     pending: Any = None  # the answer to send on the next resume
@@ -143,6 +155,9 @@ class Engine:
         self.collectives: list[_Collective] = []
         self.issued_count: list[int] = [0] * replicas
         self._next_to_complete = 0  # collectives before this index have their completion time
+        self.quorums: list[dict[int, tuple[float, float]]] = []  # per rendezvous: replica -> (arrived, ready)
+        self.verdicts: list[dict[int, tuple[bool, float]]] = []  # per rendezvous, once all asked: (member, when)
+        self._asked: dict[tuple[int, int], Quorum] = {}
         self.states: list[ReplicaState] = []
 
     @property
@@ -193,6 +208,15 @@ class Engine:
                     self.link_free_at = done
             c.end = done
 
+    def _verdict(self, st: ReplicaState, n: int) -> bool:
+        """The replica's verdict; its clock moves to it, the pause it spun recorded as a real run records it."""
+        member, when = self.verdicts[n][st.replica]
+        req, t0 = self._asked.pop((n, st.replica)), st.t
+        st.t = max(st.t, when)
+        if req.pause_s > 0:
+            self.add(st, "straggle", t0, st.t, **req.data, abandoned=not member)
+        return member
+
     def _finish_wait(self, st: ReplicaState, h: Handle, w0: float) -> Any:
         c = self.collectives[h.index]
         assert c.end is not None
@@ -211,6 +235,22 @@ class Engine:
             self.add(st, "wait", w0, end, unit=h.unit, group="sync", on=h.kind)
         return [c.payloads[r] for r in range(self.R)]
 
+    def _ask(self, st: ReplicaState, req: Quorum) -> int:
+        """Record the replica's question; once every replica asked, the verdicts as `Fabric.quorum` gives them."""
+        n = sum(1 for q in self.quorums if st.replica in q)
+        if n == len(self.quorums):
+            self.quorums.append({})
+            self.verdicts.append({})
+        q = self.quorums[n]
+        q[st.replica] = (st.t, st.t + req.pause_s)
+        self._asked[(n, st.replica)] = req
+        if len(q) == self.R:
+            ranked = sorted(q, key=lambda r: (q[r][1], r))
+            t_met = q[ranked[req.m - 1]][1]
+            self.verdicts[n] = {r: (True, q[r][1]) if r in ranked[:req.m] else (False, max(q[r][0], t_met))
+                                for r in q}
+        return n
+
     # ------------------------------------------------------------------------------ scheduling
     def run(self, programs: list[Program]) -> None:
         self.states = [ReplicaState(r, p) for r, p in enumerate(programs)]
@@ -219,7 +259,11 @@ class Engine:
             for st in self.states:
                 if st.finished:
                     continue
-                if st.blocked is not None:
+                if st.asked is not None:
+                    if not self.verdicts[st.asked]:
+                        continue
+                    st.pending, st.asked = self._verdict(st, st.asked), None
+                elif st.blocked is not None:
                     if self.collectives[st.blocked.index].end is None:
                         continue
                     h, st.blocked = st.blocked, None
@@ -269,6 +313,12 @@ class Engine:
                     st.blocked, st.blocked_at = req_wait, st.t
                     return
                 st.pending = self._finish_wait(st, req_wait, st.t)
+            elif isinstance(req, Quorum):
+                n = self._ask(st, req)
+                if not self.verdicts[n]:
+                    st.asked = n
+                    return
+                st.pending = self._verdict(st, n)
             elif isinstance(req, Wait):
                 h = req.handle
                 if self.collectives[h.index].end is None:

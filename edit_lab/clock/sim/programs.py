@@ -11,6 +11,8 @@ same costs (`crosscheck.py`): they agree to float rounding.
 - sync: every step, each unit's gradient shard is all-reduced, started during the backward as soon as the
   unit's shard is final (`ShardedModel._after_reduce_scatter`'s rule: at the end of the unit's backward with
   one shard, at the end of the next unit's with several) and waited for after it (`ReplicaProgram.backward`);
+- backup: sync's step, but after the forward each replica spends its straggler pause in a rendezvous (`Quorum`):
+  the first m ready run their backward, the others abandon the step and join its all-reduces with zeros at once;
 - post_local_sgd / diloco: W synchronous steps (their gradient all-reduces overlapped as sync's), then the whole
   model synced every τ steps, blocking, between steps (Post Local SGD unit by unit, DiLoCo in one collective plus
   an outer step);
@@ -38,7 +40,7 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from edit_lab.clock.costs import Costs
-from edit_lab.clock.sim.engine import Handle, Issue, Local, Now, Row, Step, Wait, Work
+from edit_lab.clock.sim.engine import Handle, Issue, Local, Now, Quorum, Row, Step, Wait, Work
 from edit_lab.config import RunConfig
 from edit_lab.core.wire import padded, wire_tensor_bytes
 from edit_lab.hooks import fragment_schedule_of
@@ -215,6 +217,12 @@ class ReplicaProgram:
     def straggle(self, step: int, compute_s: float) -> Gen:
         """`StragglerModel.delay`: (k − 1) × the step's own compute for a slow replica (no collective, no
         wait: the worker's `Trainer.straggle`, after the optimizer), plus random pauses and a reader's rule."""
+        d, why = self.planned_pause(step, compute_s)
+        if d > 0:
+            yield Work("straggle", d, data={"reason": why, "planned": d, "compute": compute_s})
+
+    def planned_pause(self, step: int, compute_s: float) -> tuple[float, str | None]:
+        """`StragglerModel.delay`'s (seconds, reason) for this replica at `step`."""
         cfg = self.cfg
         d, why = 0.0, None
         if self.replica in cfg.straggler_replicas and cfg.straggler_factor > 1.0:
@@ -226,8 +234,7 @@ class ReplicaProgram:
             ruled = _straggler_rule(cfg.straggler_rule)(step, self.replica, compute_s)
             if ruled > 0:
                 d, why = d + ruled, ("rule" if why is None else why + "+rule")
-        if d > 0:
-            yield Work("straggle", d, data={"reason": why, "planned": d, "compute": compute_s})
+        return d, why
 
     # ------------------------------------------------------------------ Method's hooks (synchronous training)
     def unit_hooks(self) -> bool:
@@ -251,6 +258,29 @@ class ReplicaProgram:
 
     def stop_here(self, step: int, spent: bool) -> Gen:
         return (yield from self.any_replica(spent))
+
+
+class BackupProgram(ReplicaProgram):
+    """`BackupMethod` (core/methods/backup.py): after the forward, the pause and the rendezvous (`Quorum`); a
+    member's backward and overlapped all-reduces as sync's, a late replica's zeros at once, last unit first."""
+
+    def train_step(self, step: int) -> Gen:
+        c = self.costs
+        yield Step(step)
+        yield from self.begin_step(step)
+        yield from self.forward()
+        d, why = self.planned_pause(step, c.stretched_s)
+        member = yield Quorum(self.cfg.quorum_m, d, {"reason": why, "planned": d, "compute": c.stretched_s})
+        if member:
+            yield from self.backward(early=self.overlaps_grads(step))
+        else:
+            for u in reversed(range(self.U)):
+                yield from self.grad_ready(u)
+        yield from self.after_backward(step)
+        yield Work("optimizer", c.other_s)
+        yield from self.after_optimizer(step)
+        yield Row({"kind": "train", "step": step, "tokens": self.tokens if member else 0}
+                  | ({} if member else {"dropped": True}))
 
 
 class LocalSGDProgram(ReplicaProgram):
@@ -600,6 +630,6 @@ class StreamingDiLoCoProgram(LocalSGDProgram):
 
 
 PROGRAMS: dict[str, type[ReplicaProgram]] = {
-    "sync": ReplicaProgram, "post_local_sgd": PostLocalSGDProgram, "diloco": DiLoCoProgram,
+    "sync": ReplicaProgram, "backup": BackupProgram, "post_local_sgd": PostLocalSGDProgram, "diloco": DiLoCoProgram,
     "co2": CO2Program, "edit": EDiTProgram, "aedit": AEDiTProgram, "streaming_diloco": StreamingDiLoCoProgram,
 }

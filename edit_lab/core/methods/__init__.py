@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from edit_lab.config import RunConfig
 from edit_lab.core.methods.aedit import AEDiTMethod
+from edit_lab.core.methods.backup import BackupMethod
 from edit_lab.core.methods.base import Method
 from edit_lab.core.methods.co2 import CO2Method
 from edit_lab.core.methods.edit import EDiTMethod
@@ -19,7 +20,7 @@ from edit_lab.core.methods.sync import SyncMethod
 from edit_lab.core.sharding import ShardedModel
 from edit_lab.registry import METHODS as METHOD_NAMES
 
-_BY_NAME = {m.name: m for m in (SyncMethod, PostLocalSGDMethod, DiLoCoMethod, CO2Method, EDiTMethod, AEDiTMethod,
+_BY_NAME = {m.name: m for m in (SyncMethod, BackupMethod, PostLocalSGDMethod, DiLoCoMethod, CO2Method, EDiTMethod, AEDiTMethod,
                                 StreamingDiLoCoMethod)}
 METHODS: dict[str, type[Method]] = {name: _BY_NAME[name] for name in METHOD_NAMES}  # a missing class: KeyError
 

@@ -1,7 +1,7 @@
 """The method interface: the few moments of a training step where methods differ.
 
 A step is always: `begin_step` → forward (calling `pre_unit(l)` before each unit's all-gather) →
-backward (reduce-scatter in the shard group; `grad_ready` with each unit's final gradient shard when the
+`before_backward` → backward (reduce-scatter in the shard group; `grad_ready` with each unit's final gradient shard when the
 step all-reduces gradients) → `after_backward` → inner optimizer step → `after_optimizer`. Synchronous
 training, Post Local SGD, DiLoCo, CO2, EDiT and A-EDiT are each a handful of these hooks, so a reader can
 diff them side by side.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, fields
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
@@ -25,6 +25,9 @@ from edit_lab.core.sharding import GradReady, ShardedModel
 from edit_lab.protocol import in_warmup
 from edit_lab.records.events import EventLog
 from edit_lab.registry import REGISTRY, Capabilities
+
+if TYPE_CHECKING:
+    from edit_lab.core.quorum import Pause
 
 #: "0" in the environment of every rank turns the overlap of the gradient all-reduce off (the tests' switch:
 #: `tests/distributed/test_grad_overlap.py` checks that it changes the timeline and not one bit of the model).
@@ -104,6 +107,12 @@ class Method:
         DDP's and HSDP's bucket all-reduces do; `all_reduce_grads_over_sync_group` waits for it."""
         self._grads_in_flight[unit] = (grad, self.comm.all_reduce(grad, group="sync", kind="grad_all_reduce",
                                                                   unit=unit, async_op=True))
+
+    def before_backward(self, step: int, pause: "Pause | None") -> bool:
+        """Between the forward and the backward: does this replica run its backward this step? Yes, for every
+        method but backup workers (backup.py), who spend a straggler's `pause` here (the trainer hands it over
+        only to them) and drop the backward of a replica that is late."""
+        return True
 
     def after_backward(self, step: int) -> None:
         """Gradient shards are ready (already averaged over the shard group, D5)."""
@@ -186,9 +195,14 @@ class Method:
                 continue
             handles.append((p.grad, self.comm.all_reduce(p.grad, group="sync", kind="grad_all_reduce", unit=unit,
                                                          async_op=True)))
+        n = self.contributors()
         for grad, h in handles:
             h.wait()
-            grad.div_(R)
+            grad.div_(n)
+
+    def contributors(self) -> int:
+        """How many replicas' gradients the sync group's sum holds: all R of them (backup workers: m)."""
+        return self.mesh.replicas
 
     @torch.no_grad()
     def all_reduce_grads_by_rule(self) -> None:
