@@ -471,6 +471,19 @@ def more_tokens_every_seed(aedit: Sequence[Run], edit: Sequence[Run]) -> Verdict
                    why_not=SHORT)
 
 
+def backup_outpaces_sync(backup: Sequence[Run], sync: Sequence[Run]) -> Verdict:
+    """Backup workers (each step the first m of R replicas' gradients, the straggler's step abandoned) train more
+    tokens per virtual second than `sync`, seed by seed: a step no longer waits for the slow replica. Tokens are
+    the runs' own: a dropped step of the late replica counts none."""
+    pairs = [(int(b.summary["tokens"]), int(s.summary["tokens"])) for b, s in zip(backup, sync)]
+    dropped = sum(1 for m in backup[0].metrics if m.get("dropped")) if backup else 0
+    shown = "; ".join(f"seed {s}: {b:,} against {y:,}" for s, (b, y) in zip(seeds_of(backup), pairs))
+    return verdict("backup workers train more tokens than sync at equal virtual time in every seed",
+                   len(pairs) > 0 and all(b > y for b, y in pairs),
+                   f"tokens trained, backup against sync, {shown} (seed 0: {dropped} replica-steps dropped)",
+                   why_not=SHORT)
+
+
 def same_steps_every_seed(runs: dict[str, Sequence[Run]]) -> Verdict:
     """On the virtual clock a step costs what the cost model says whatever the data: every seed of a method
     trains the same steps on every replica, and only the loss moves with the seed."""

@@ -50,7 +50,7 @@ def test_help_documents_every_field():
         assert flag in res.stdout
     text = " ".join(res.stdout.split())  # argparse wraps help lines
     assert "tau: inner steps between syncs; an integer >= 1 (default: 10)" in text
-    assert "--method {sync,post_local_sgd,diloco,co2,edit,aedit,streaming_diloco}" in text  # the methods by name
+    assert "--method {sync,backup,post_local_sgd,diloco,co2,edit,aedit,streaming_diloco}" in text  # the methods by name
     assert "megabytes per second" in text and "--link-bandwidth-mbps" not in text  # the old flag works, unlisted
 
 

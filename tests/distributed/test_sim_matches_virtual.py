@@ -58,6 +58,9 @@ BUDGETS: dict[str, dict[str, Any]] = {
     "aedit-1x2-slow-link-pauses": dict(method="aedit", shards=1, sync_period=0.05, **SLOW_LINK, **PAUSES),
     "edit-1x2-straggler-slow-link": dict(method="edit", shards=1, sync_interval=4, **STRAGGLER, **SLOW_LINK),
     "sync-2x2-pauses": dict(method="sync", shards=2, **PAUSES),
+    # backup workers: the stop checks around the rendezvous, a 2x straggler left behind, and random pauses
+    "backup-1x3-straggler-pauses": dict(method="backup", shards=1, replicas=3, straggler_replicas=(2,),
+                                        straggler_factor=2.0, **PAUSES),
     "streaming-1x2-overlap-straggler-slow-link": dict(method="streaming_diloco", shards=1, sync_interval=4,
                                                       fragment_sync_delay=1, **STRAGGLER, **SLOW_LINK),
 }
@@ -122,9 +125,9 @@ def test_every_registered_method_has_a_program_and_is_checked():
     assert {v["method"] for v in VARIANTS.values()} == set(METHODS)
     both = {v["method"] for v in VARIANTS.values() if v.get("prefetch") is False}
     assert both == {"edit"} and capabilities("edit").layerwise_sync
-    # 7 methods and EDiT without prefetch, in 4 configurations each; 5 time-budget cases; 8 wire formats' runs
-    # (issue 48 added the three at R = 4, where the ring rule differs from the tensor's size)
-    assert (len(VARIANTS), len(CONFIGS), len(BUDGETS), len(WIRE)) == (8, 4, 5, 8)
+    # 8 methods and EDiT without prefetch, in 4 configurations each; 6 time-budget cases; 8 wire formats' runs
+    # (issue 48 added the three at R = 4, where the ring rule differs from the tensor's size, and backup workers)
+    assert (len(VARIANTS), len(CONFIGS), len(BUDGETS), len(WIRE)) == (9, 4, 6, 8)
 
 
 @pytest.mark.parametrize("config", CONFIGS)
