@@ -98,6 +98,7 @@ TABLES: dict[str, Table] = {
     "virtual_race_paired": Table(("virtual_race.json",), _one("virtual_race", "paired_lines")),
     "virtual_race_64": Table(("virtual_race_64.json",), _one("virtual_race", "table_lines")),
     "virtual_race_64_paired": Table(("virtual_race_64.json",), _one("virtual_race", "paired_lines")),
+    "wire_ratio": Table(("wire_ratio.json",), _one("wire_ratio", "table_lines")),
     "backup_workers": Table(("backup_workers.json",), _one("backup_workers", "table_lines")),
     "mkl_pin": Table(("mkl_pin.json",), _one("mkl_pin", "table_lines")),
     "virtual_vs_real": Table(("virtual_vs_real.json",), _one("virtual_vs_real", "table_lines")),
