@@ -101,3 +101,16 @@ def test_backup_outruns_sync_under_a_3x_straggler(tmp_path):
         rows = [m for m in run.metrics if m["kind"] == "train"]
         tps[method] = sum(m["tokens"] for m in rows) / max(m["t"] for m in rows)
     assert tps["backup"] >= 1.2 * tps["sync"], tps
+
+
+def test_a_replica_of_two_shards_moves_together(tmp_path):
+    """2 x 2 on real processes: the straggling replica's two ranks read their verdict from its shard-0 rank, both
+    abandon every step, and all four ranks hold the same θ after every step."""
+    cfg = small(method="backup", shards=2, replicas=2, steps=STEPS, checksums=True, straggler_replicas=(1,),
+                straggler_factor=5.0, out=str(tmp_path / "2x2"))
+    run = launch(cfg)
+    assert {(m["replica"], m["step"]) for m in run.metrics if m.get("dropped")} == {(1, s) for s in range(STEPS)}
+    theta: dict[tuple[int, int, int], set[int]] = defaultdict(set)
+    for e in run.events_of("checksum"):
+        theta[(e["step"], e["unit"], e["shard"])].add(e["data"]["theta"])
+    assert len(theta) == STEPS * 3 * 2 and all(len(v) == 1 for v in theta.values())
