@@ -28,7 +28,9 @@ def table(replicas: list[int], out: str) -> dict[int, dict[str, float]]:
             cfg = RunConfig(model="nano", method="diloco", shards=1, replicas=R, steps=24, warmup_steps=2,
                             sync_interval=4, seq_len=32, batch_size=4, eval_every=0, progress=False, clock="virtual",
                             virtual_compute="charged" if R > 8 else "real", wire_format=fmt, timeout_s=600,
-                            out=f"{out}/R{R}-{fmt}")
+                            out=f"{out}/R{R}-{fmt}",
+                            # SparseLoCo's own outer step (its error feedback in place of momentum)
+                            **(dict(error_feedback=True, outer_momentum=0.0) if fmt == "sparseloco" else {}))
             got[fmt] = sync_bytes(launch(cfg))
         rows[R] = {fmt: got[fmt] / got["none"] for fmt in WIRE_FORMATS}
         print(R, " ".join(f"{fmt} {rows[R][fmt]:.3f}" for fmt in WIRE_FORMATS), f"(none: {got['none']} bytes)",
