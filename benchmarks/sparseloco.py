@@ -60,7 +60,8 @@ def table_lines(data: dict) -> list[str]:
         by[r["variant"]].append(r)
     ref = statistics.mean(r["sync_bytes"] for r in by[VARIANTS[1][0]])
     f32 = statistics.mean(r["sync_bytes"] for r in by[VARIANTS[0][0]])
-    out = ["| DiLoCo, wire format | syncs | MB sent per rank | vs float32 | vs int4 | val loss (mean ± sd) | per seed |",
+    out = ["| DiLoCo, wire format | syncs | MB sent per rank | vs float32 | vs int4 | val loss (mean ± sd) "
+           "| per seed |",
            "|---|---|---|---|---|---|---|"]
     for name, _ in VARIANTS:
         rs = by[name]

@@ -95,9 +95,10 @@ class OuterState:
         """Δ = a − θ for this rank's shard of `unit`; in a wire format, what the others receive of it (Δ̂).
 
         With error feedback this is phase one: Δ̂ = decode(encode(Δ + e)), and the candidate residual
-        (Δ + e) − Δ̂ (in sparseloco Δ + β·e: SparseLoCo's decayed accumulator, then C of it) becomes `residuals[unit]`, the residual from before held in `owed` until the method calls
-        `keep_residual(unit, used)` (module docstring). A candidate still undecided from an earlier call is kept
-        as used first (unless non-finite)."""
+        (Δ + e) − Δ̂ (in sparseloco Δ + β·e, SparseLoCo's decayed accumulator, in place of Δ + e) becomes
+        `residuals[unit]`, the residual from before held in `owed` until the method calls
+        `keep_residual(unit, used)` (module docstring). A candidate still undecided from an earlier call is kept as
+        used first (unless non-finite)."""
         delta = self.anchor(unit, theta.device) - theta.detach()
         if self.wire == "none":
             return delta

@@ -141,7 +141,7 @@ def test_outer_step_is_the_papers_algorithm_over_several_syncs():
     for _ in range(4):
         locals_ = [theta0 - 0.1 * torch.randn(n, generator=g) for _ in range(2)]  # each replica's θ after H steps
         sent = []
-        for r, (st, th) in enumerate(zip(states, locals_)):
+        for st, th in zip(states, locals_):
             sent.append(st.pseudo_gradient(0, th))
             st.keep_residual(0, used=True)
         mean = (sent[0] + sent[1]) / 2

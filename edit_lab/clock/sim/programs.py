@@ -568,7 +568,8 @@ class StreamingDiLoCoProgram(LocalSGDProgram):
             yield from self.land(n)
         f = self.landing(n + self.delay, cfg.warmup_steps, cfg.sync_interval, cfg.fragments)
         if f is not None and (yield from self.go_on(n)):
-            h = None if self.R == 1 else (yield Issue("sync_reduce", self.wire_bytes(self.fragments[f]), op=self.wire_op))
+            h = None if self.R == 1 else (yield Issue("sync_reduce", self.wire_bytes(self.fragments[f]),
+                                                      op=self.wire_op))
             self.in_flight = (f, h, n + self.delay)
             if self.delay == 0:
                 yield from self.land(n)
