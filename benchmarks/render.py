@@ -103,6 +103,7 @@ TABLES: dict[str, Table] = {
     "mkl_pin": Table(("mkl_pin.json",), _one("mkl_pin", "table_lines")),
     "virtual_vs_real": Table(("virtual_vs_real.json",), _one("virtual_vs_real", "table_lines")),
     "streaming_vs_edit": Table(("streaming_vs_edit.json",), _one("streaming_vs_edit", "table_lines")),
+    "sparseloco": Table(("sparseloco.json",), _one("sparseloco", "table_lines")),
     **{f"stragglers_{part.replace(':', '_')}": Table(("stragglers.json",), _stragglers(part))
        for part in ("throughput:2x2", "throughput:1x4", "in_run", "loss", "timings")},
 }

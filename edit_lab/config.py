@@ -297,9 +297,20 @@ class RunConfig:
         "edit_lab.hooks; None: the library's fragment_landing)", section=S_STREAM)
     wire_format: str = knob("none", "how pseudo-gradients travel over the sync group, every local-SGD method: none "
                             "(float32), bf16 (an all-reduce in bf16), int8 or int4 (codes and a scale per 256 "
-                            "values, an all-gather; edit_lab/core/wire.py)", section=S_STREAM, choices=WIRE_FORMATS)
+                            "values, a quantised reduce-scatter then all-gather), sparseloco (SparseLoCo: per chunk "
+                            "the top-k values in 2 bits, an all-gather of every replica's sparse payload; needs "
+                            "error_feedback and outer_momentum 0; edit_lab/core/wire.py)", section=S_STREAM,
+                            choices=WIRE_FORMATS)
     error_feedback: bool = knob(False, "keep what the wire format rounded away and add it to the next sync's "
                                 "pseudo-gradient (with wire_format other than none)", section=S_STREAM)
+    sparseloco_chunk: int = knob(4096, "sparseloco: values per chunk, a power of two from 2 to 65536 (an index costs "
+                                 "log2 of it in bits; the authors' 4096)", section=S_STREAM, ge=2, le=65536)
+    sparseloco_topk: float = knob(0.015625, "sparseloco: the fraction of each chunk kept, k = round(chunk*topk) "
+                                  "values, at least 1 (the authors' 64 of 4096; the paper's range 1-3 %)",
+                                  section=S_STREAM, gt=0.0, le=1.0)
+    sparseloco_beta: float = knob(0.95, "sparseloco: decay of the error-feedback accumulator, e <- beta*e + delta "
+                                  "before compressing (the authors' 0.95; it stands in for outer momentum)",
+                                  section=S_STREAM, ge=0.0, le=1.0)
     # --- stragglers and the simulated sync link ---
     straggler_replicas: tuple[int, ...] = knob((), "consistent stragglers: replica indices", section=S_LINK)
     straggler_factor: float = knob(1.0, "their steps take k× as long", section=S_LINK, ge=1.0, finite=True)
@@ -511,6 +522,7 @@ class RunConfig:
                 f"({', '.join(m for m in METHODS if capabilities(m).is_local_sgd)}) send pseudo-gradients")
         if self.error_feedback and self.wire_format == "none":
             bad("error_feedback", "false with wire_format='none': float32 rounds nothing away to feed back")
+        self._check_sparseloco(bad)
         if self.clock == "virtual":
             self._check_virtual(bad)
         elif self.virtual_compute != "real":
@@ -540,6 +552,29 @@ class RunConfig:
     def quorum_m(self) -> int:
         """How many replicas' gradients a step of backup workers averages: `backup_m`, or R - 1 when it is 0."""
         return self.backup_m or self.replicas - 1
+
+    def _check_sparseloco(self, bad: Any) -> None:
+        """SparseLoCo's format and outer step (edit_lab/core/wire.py), refused before any process starts."""
+        defaults = {f.name: f.default for f in fields(self)}
+        if self.wire_format != "sparseloco":
+            for name in ("sparseloco_chunk", "sparseloco_topk", "sparseloco_beta"):
+                if getattr(self, name) != defaults[name]:
+                    bad(name, f"{defaults[name]!r} with wire_format={self.wire_format!r}: it is a parameter of "
+                        "wire_format='sparseloco'")
+            return
+        c = self.sparseloco_chunk
+        if c & (c - 1):
+            bad("sparseloco_chunk", "a power of two from 2 to 65536 (an index is its position in the chunk)")
+        if self.method == "co2":
+            bad("wire_format", "not sparseloco with method='co2': CO2 keeps its own outer momentum, and SparseLoCo's "
+                "error feedback takes the place of outer momentum")
+        if not self.error_feedback:
+            bad("error_feedback", "true with wire_format='sparseloco': its error feedback (decay sparseloco_beta) "
+                "is part of the format, and without it top-k would drop the rest of every pseudo-gradient")
+        if self.outer_momentum != 0.0:
+            bad("outer_momentum", "0 with wire_format='sparseloco': SparseLoCo's error feedback takes the place of "
+                "outer momentum, its outer step is theta <- theta - outer_lr * mean(delta_hat) (the authors' "
+                "outer_lr is 1)")
 
     def _check_streaming(self, bad: Any, n_units: int) -> None:
         """What Streaming DiLoCo needs of the schedule, and what it does not run: refused before any process."""

@@ -45,7 +45,7 @@ REGISTRY: dict[str, Capabilities] = {
 
 METHODS: tuple[str, ...] = tuple(REGISTRY)
 #: How a pseudo-gradient may travel (`RunConfig.wire`; core/wire.py packs and unpacks each).
-WIRE_FORMATS: tuple[str, ...] = ("none", "bf16", "int8", "int4")
+WIRE_FORMATS: tuple[str, ...] = ("none", "bf16", "int8", "int4", "sparseloco")
 
 
 def capabilities(name: str) -> Capabilities:

@@ -39,7 +39,8 @@ import torch.nn as nn
 from edit_lab.config import RunConfig
 from edit_lab.core.comm import Comm, Handle
 from edit_lab.core.sharding import ShardedModel
-from edit_lab.core.wire import BLOCK, PSEUDO_GRADIENT_KINDS, blockwise, padded, wire_tensor_bytes
+from edit_lab.core.wire import PSEUDO_GRADIENT_KINDS, align, padded, wire_tensor_bytes
+from edit_lab.core.wire import spec_of as wire_spec_of
 from edit_lab.records.events import EventLog
 from edit_lab.sizes import SIZES
 from edit_lab.train.trainer import Trainer
@@ -61,8 +62,9 @@ def shard_numel(cfg: RunConfig) -> list[int]:
 
 def standin_numel(cfg: RunConfig, unit: int) -> int:
     """Values of the stand-in's shard of `unit`: distinct powers of two, so that any set of units packed into one
-    collective is known from its length; whole blocks in an integer wire format, which pads each unit to one."""
-    return (1 << unit) * (BLOCK if blockwise(getattr(cfg, "wire_format", "none")) else 1)
+    collective is known from its length; whole blocks in an integer wire format, whole chunks in sparseloco, which
+    pad each unit to one."""
+    return (1 << unit) * align(wire_spec_of(cfg))
 
 
 class DeclaredSizes:
@@ -71,7 +73,7 @@ class DeclaredSizes:
     def __init__(self, cfg: RunConfig) -> None:
         self.S, self.R = cfg.shards, cfg.replicas
         self.shard = shard_numel(cfg)
-        self.scale = BLOCK if blockwise(getattr(cfg, "wire_format", "none")) else 1
+        self.scale = align(wire_spec_of(cfg))
 
     def units_of(self, numel: int) -> list[int]:
         """The units whose stand-in pseudo-gradients were packed into a tensor of `numel` values."""

@@ -51,6 +51,7 @@ from typing import Any
 
 from edit_lab.config import ConfigError, RunConfig, cores
 from edit_lab.core.wire import ring_bytes
+from edit_lab.core.wire import spec_of as wire_spec_of
 from edit_lab.records.rundir import ProgressFile
 
 #: The default costs: the calibration of this shipped example run (nano, 2 shards × 2 replicas, seq_len 32).
@@ -635,7 +636,7 @@ def train_ranks(cfg: RunConfig, costs: Any, progress: ProgressFile | None = None
         mesh = Mesh(rank, cfg.world_size, cfg.shards, cfg.replicas, None, None, members_of(rank, groups))
         trainer = trainer_class(cfg, mesh, torch.device("cpu"), fabric.clocks[rank],
                                 comm_factory=lambda log: VirtualComm(mesh, log, fabric, declared,
-                                                                     wire=cfg.wire_format))
+                                                                     wire=wire_spec_of(cfg)))
         trainer.stragglers = costed_stragglers(cfg, costs)
         try:
             trainer.run(progress if rank == 0 else None)

@@ -21,7 +21,8 @@ ring of the group's R members: an all-reduce of S bytes 2(R − 1)/R·S, a reduc
 input, an all-gather (R − 1)·p for p bytes per member. The link model charges those bytes, the virtual clock and
 the simulator charge the same, and the tables sum them. A pseudo-gradient in int8 / int4 is a quantised
 reduce-scatter (an all-to-all of encoded chunks) then an all-gather of the reduced chunks, recorded as one event:
-2(R − 1) encoded chunks, the all-reduce of the encoded tensor.
+2(R − 1) encoded chunks, the all-reduce of the encoded tensor. In sparseloco it is an all-gather of every rank's
+sparse payload, (R − 1)·p.
 """
 
 from __future__ import annotations
@@ -190,8 +191,9 @@ class Comm:
                               async_op: bool = False) -> Handle:
         """The sum of `t` over the group, carried in the wire format the Comm was built with (`self.wire`,
         edit_lab.core.wire): float32 as `all_reduce`; bf16 as an all-reduce of the bf16 tensor; int8 / int4 as a
-        quantised reduce-scatter then all-gather (`_quantised_work`). The event records the compressed bytes by
-        the ring rule, and the link charges them."""
+        quantised reduce-scatter then all-gather (`_quantised_work`); sparseloco as an all-gather of every rank's
+        sparse payload, decoded and summed in member order (`wire.sparse_sum`). The event records the compressed
+        bytes by the ring rule, and the link charges them."""
         from edit_lab.core import wire
 
         self._check_device("compressed_all_reduce", kind, group, t)
@@ -202,6 +204,16 @@ class Comm:
             low = t.detach().reshape(-1).to(torch.bfloat16)
             h = self.all_reduce_raw(low, group, kind, unit)
             h.after = self._chain(h.after, lambda: t.copy_(low.view_as(t).to(t.dtype)))
+        elif wire.sparse(self.wire) is not None:
+            fmt, R = self.wire, self.size(group)
+            payload = wire.encode_sparse(t.detach().reshape(-1), fmt)
+            if self.stage_to_cpu and payload.is_cuda:
+                payload = payload.cpu()
+            gathered = torch.empty(R * payload.numel(), dtype=torch.uint8, device=payload.device)
+            work = self.backend.all_gather_into_tensor(gathered, payload, group=self.group(group), async_op=True)
+            h = self._issue(work, kind, group, unit, gathered.numel(), t, True,
+                            lambda: t.copy_(wire.sparse_sum(gathered.view(R, -1), n, fmt).view_as(t).to(t.dtype)),
+                            op="all_gather")
         else:
             fmt = self.wire
             payload = wire.encode_chunks(t.detach().reshape(-1), fmt, self.size(group))

@@ -69,12 +69,18 @@ class OuterState:
         # a reader's step instead of torch's (None: torch's): compiled once, on this rank
         self.rule = None if rule is None else rules.outer_step(rule)
         self.wire = "none"
+        self.decay = 1.0  # error feedback's decay β of the residual before it joins Δ (sparseloco's; 1 otherwise)
         self.residuals: list[torch.Tensor] | None = None  # error feedback's e per unit (None: no feedback)
         # units whose residual holds an undecided candidate: the residual from before that sync (`keep_residual`)
         self.owed: dict[int, torch.Tensor] = {}
 
     def set_wire(self, fmt: str, error_feedback: bool) -> None:
-        """Send pseudo-gradients in wire format `fmt` (edit_lab.core.wire), with error feedback or without."""
+        """Send pseudo-gradients in wire format `fmt` (edit_lab.core.wire), with error feedback or without; in
+        sparseloco with its decay β (`wire.sparse(fmt).beta`)."""
+        from edit_lab.core.wire import sparse
+
+        sp = sparse(fmt)
+        self.decay = sp.beta if sp is not None else 1.0
         self.wire = fmt
         self.residuals = ([torch.zeros_like(a.detach()) for a in self.anchors]
                           if error_feedback and fmt != "none" else None)
@@ -89,9 +95,10 @@ class OuterState:
         """Δ = a − θ for this rank's shard of `unit`; in a wire format, what the others receive of it (Δ̂).
 
         With error feedback this is phase one: Δ̂ = decode(encode(Δ + e)), and the candidate residual
-        (Δ + e) − Δ̂ becomes `residuals[unit]`, the residual from before held in `owed` until the method calls
-        `keep_residual(unit, used)` (module docstring). A candidate still undecided from an earlier call is kept
-        as used first (unless non-finite)."""
+        (Δ + e) − Δ̂ (in sparseloco Δ + β·e, SparseLoCo's decayed accumulator, in place of Δ + e) becomes
+        `residuals[unit]`, the residual from before held in `owed` until the method calls
+        `keep_residual(unit, used)` (module docstring). A candidate still undecided from an earlier call is kept as
+        used first (unless non-finite)."""
         delta = self.anchor(unit, theta.device) - theta.detach()
         if self.wire == "none":
             return delta
@@ -102,7 +109,9 @@ class OuterState:
         if unit in self.owed:
             self.keep_residual(unit, used=True)
         e = self.residuals[unit]
-        x = delta + e.to(delta.device)
+        decay = getattr(self, "decay", 1.0)
+        # SparseLoCo's accumulator e ← β·e + Δ (β = 1: the plain error feedback of the other formats)
+        x = delta + (e.to(delta.device) if decay == 1.0 else decay * e.to(delta.device))
         sent = roundtrip(x, self.wire)
         # a fresh tensor, not e.copy_: the residual before this sync stays intact until the decision
         self.owed[unit] = e

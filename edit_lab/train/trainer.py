@@ -22,6 +22,7 @@ from edit_lab.core.mesh import Mesh
 from edit_lab.core.methods import make_method
 from edit_lab.core.quorum import Pause
 from edit_lab.core.sharding import ShardedModel
+from edit_lab.core.wire import spec_of as wire_spec_of
 from edit_lab.model import build_model
 from edit_lab.records import rundir
 from edit_lab.records.events import Clock, EventLog, own_compute_s
@@ -64,7 +65,7 @@ class Trainer:
         link = LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s)
         stage = device.type == "cuda" and resolve_backend(cfg, device) == "gloo"  # ranks sharing a GPU
         self.comm = (Comm(mesh, self.log, link, stage_to_cpu=stage, device=device,
-                          wire=getattr(cfg, "wire_format", "none")) if comm_factory is None
+                          wire=wire_spec_of(cfg)) if comm_factory is None
                      else comm_factory(self.log))
         self.engine = self.make_engine()
         self.method = make_method(cfg, self.engine)

@@ -81,6 +81,11 @@ WIRE: dict[str, dict[str, Any]] = {
     "edit-int4-feedback-1x4": dict(method="edit", shards=1, replicas=4, sync_interval=2, wire_format="int4",
                                    error_feedback=True, **SLOW_LINK),
     "diloco-none-1x4": dict(method="diloco", shards=1, replicas=4, sync_interval=2, **SLOW_LINK),
+    # issue 48 item 4: sparseloco travels as an all-gather of sparse payloads, (R - 1)·p by the ring rule
+    "diloco-sparseloco-1x4": dict(method="diloco", shards=1, replicas=4, sync_interval=2, wire_format="sparseloco",
+                                  error_feedback=True, outer_momentum=0.0, **SLOW_LINK),
+    "edit-sparseloco-1x4": dict(method="edit", shards=1, replicas=4, sync_interval=2, wire_format="sparseloco",
+                                error_feedback=True, outer_momentum=0.0, **SLOW_LINK),
 }
 
 
@@ -125,9 +130,10 @@ def test_every_registered_method_has_a_program_and_is_checked():
     assert {v["method"] for v in VARIANTS.values()} == set(METHODS)
     both = {v["method"] for v in VARIANTS.values() if v.get("prefetch") is False}
     assert both == {"edit"} and capabilities("edit").layerwise_sync
-    # 8 methods and EDiT without prefetch, in 4 configurations each; 6 time-budget cases; 8 wire formats' runs
-    # (issue 48 added the three at R = 4, where the ring rule differs from the tensor's size, and backup workers)
-    assert (len(VARIANTS), len(CONFIGS), len(BUDGETS), len(WIRE)) == (9, 4, 6, 8)
+    # 8 methods and EDiT without prefetch, in 4 configurations each; 6 time-budget cases; 10 wire formats' runs
+    # (issue 48 added the three at R = 4, where the ring rule differs from the tensor's size, two in sparseloco,
+    # and backup workers)
+    assert (len(VARIANTS), len(CONFIGS), len(BUDGETS), len(WIRE)) == (9, 4, 6, 10)
 
 
 @pytest.mark.parametrize("config", CONFIGS)

@@ -26,6 +26,8 @@ def test_payload_bytes_are_the_encoded_tensors(fmt, n):
         assert wire.encode(x, fmt).numel() == wire.payload_bytes(n, fmt)
     elif fmt == "bf16":
         assert x.to(torch.bfloat16).numel() * 2 == wire.payload_bytes(n, fmt)
+    elif fmt == "sparseloco":
+        assert wire.encode_sparse(wire.sparsify(x)).numel() == wire.payload_bytes(n, fmt)
     else:
         assert 4 * n == wire.payload_bytes(n, fmt)
 

@@ -42,7 +42,8 @@ from typing import Any
 from edit_lab.clock.costs import Costs
 from edit_lab.clock.sim.engine import Handle, Issue, Local, Now, Quorum, Row, Step, Wait, Work
 from edit_lab.config import RunConfig
-from edit_lab.core.wire import padded, wire_tensor_bytes
+from edit_lab.core.wire import collective_op, padded, wire_tensor_bytes
+from edit_lab.core.wire import spec_of as wire_spec_of
 from edit_lab.hooks import fragment_schedule_of
 from edit_lab.protocol import (
     DECISION_FIELDS,
@@ -359,10 +360,15 @@ class LocalSGDProgram(ReplicaProgram):
         """The whole tensor of one sync-group collective of these units' pseudo-gradients, packed (`wire.pack`) and
         carried in the run's wire format (`wire.wire_tensor_bytes`; the engine records and charges it as an all-reduce
         by the ring rule, `wire.ring_bytes`); float32's: their shards' bytes."""
-        fmt = getattr(self.cfg, "wire_format", "none")
+        fmt = wire_spec_of(self.cfg)
         if fmt == "none":
             return sum(self.costs.unit_bytes[u] for u in units)
         return wire_tensor_bytes(sum(padded(self.costs.unit_bytes[u] // 4, fmt) for u in units), fmt, self.R)
+
+    @property
+    def wire_op(self) -> str:
+        """The collective pseudo-gradients travel as (`wire.collective_op`): an all-gather in sparseloco."""
+        return collective_op(wire_spec_of(self.cfg))
 
     def sync_between_steps(self, step: int) -> Gen:
         raise NotImplementedError
@@ -371,7 +377,7 @@ class LocalSGDProgram(ReplicaProgram):
 class PostLocalSGDProgram(LocalSGDProgram):
     def sync_between_steps(self, step: int) -> Gen:
         for u in range(self.U):
-            yield from self.exchange("param_average", self.wire_bytes([u]), None, unit=u)
+            yield from self.exchange("param_average", self.wire_bytes([u]), None, unit=u, op=self.wire_op)
         self.sync_finished(step)
 
 
@@ -381,7 +387,7 @@ class DiLoCoProgram(LocalSGDProgram):
 
     def whole_model_sync(self, step: int) -> Gen:
         """One all-reduce of the whole model's pseudo-gradient, then the outer step (also CO2's closing sync)."""
-        yield from self.exchange("sync_reduce", self.wire_bytes(list(range(self.U))), None)
+        yield from self.exchange("sync_reduce", self.wire_bytes(list(range(self.U))), None, op=self.wire_op)
         yield Work("outer_step", sum(self.costs.outer_step_s))
         self.sync_finished(step)
 
@@ -399,7 +405,8 @@ class CO2Program(DiLoCoProgram):
 
     def sync_between_steps(self, step: int) -> Gen:
         previous = self.in_flight
-        self.in_flight = "local" if self.R == 1 else (yield Issue("co2_reduce", self.wire_bytes(list(range(self.U)))))
+        self.in_flight = "local" if self.R == 1 else (yield Issue("co2_reduce", self.wire_bytes(list(range(self.U))),
+                                                                    op=self.wire_op))
         yield from self.land(previous)
         self.sync_finished(step)
 
@@ -490,7 +497,7 @@ class EDiTProgram(LocalSGDProgram):
 
     def issue(self, unit: int) -> Gen:
         self.pending[unit] = None if self.R == 1 else (
-            yield Issue("sync_reduce", self.wire_bytes([unit]), unit=unit))
+            yield Issue("sync_reduce", self.wire_bytes([unit]), unit=unit, op=self.wire_op))
 
     def finish(self, unit: int) -> Gen:
         h = self.pending.pop(unit)
@@ -591,7 +598,8 @@ class StreamingDiLoCoProgram(LocalSGDProgram):
             yield from self.land(n)
         f = self.landing(n + self.delay, cfg.warmup_steps, cfg.sync_interval, cfg.fragments)
         if f is not None and (yield from self.go_on(n)):
-            h = None if self.R == 1 else (yield Issue("sync_reduce", self.wire_bytes(self.fragments[f])))
+            h = None if self.R == 1 else (yield Issue("sync_reduce", self.wire_bytes(self.fragments[f]),
+                                                      op=self.wire_op))
             self.in_flight = (f, h, n + self.delay)
             if self.delay == 0:
                 yield from self.land(n)
@@ -623,7 +631,7 @@ class StreamingDiLoCoProgram(LocalSGDProgram):
         need = [f for f in range(len(self.fragments)) if f != landed and (trained or self.fragment_last[f] < last)]
         if need:
             units = [u for f in need for u in self.fragments[f]]
-            yield from self.exchange("sync_reduce", self.wire_bytes(units), None)
+            yield from self.exchange("sync_reduce", self.wire_bytes(units), None, op=self.wire_op)
             for u in units:
                 yield Work("outer_step", self.costs.outer_step_s[u], unit=u)
             self.sync_finished(step)

@@ -25,6 +25,7 @@ import torch
 from edit_lab.core.methods.base import Method
 from edit_lab.core.outer import OuterState
 from edit_lab.core.wire import pack, unpack
+from edit_lab.core.wire import spec_of as wire_spec_of
 from edit_lab.protocol import in_warmup, is_anchor_step, is_sync_step
 
 
@@ -46,7 +47,7 @@ class LocalSGDMethod(Method):
         self.last_meeting: tuple[list[bool], int] | None = None  # the latest budget meeting's (done flags, total)
         # compressed pseudo-gradients (edit_lab/core/wire.py): Comm carries the sync group's pseudo-gradient kinds in
         # this format, the outer state hands out what travels (and keeps error feedback's residuals)
-        self.wire: str = getattr(cfg, "wire_format", "none")
+        self.wire: str = wire_spec_of(cfg)  # the format, with sparseloco's parameters (wire.spec)
         if self.comm.wire != self.wire:  # Comm is built with the run's wire format (trainer.py, virtual.py)
             raise RuntimeError(f"the comm carries {self.comm.wire!r}, the run {self.wire!r}")
 
