@@ -29,7 +29,7 @@ BYTES_PER_VALUE = 4  # float32 gradients
 
 def model_parameters(model: str) -> int:
     """P: the model's parameter count (from its size, without building it)."""
-    from edit_lab.model import get_size
+    from edit_lab.core.model import get_size
 
     return get_size(model).num_params()
 
@@ -37,7 +37,7 @@ def model_parameters(model: str) -> int:
 def sharded_values(model: str, shards: int) -> int:
     """Values one rank holds of the whole model: its shard of every unit's buffer, padded to a multiple of S
     (as edit_lab.core.sharding.UnitLayout pads it)."""
-    from edit_lab.model import get_size
+    from edit_lab.core.model import get_size
 
     size = get_size(model)
     units = [size.root_params()] + [size.block_params()] * size.n_layers

@@ -261,7 +261,7 @@ class OuterStateCalculator:
     """A model and S: the bytes one rank holds with EDiT's sharded outer state and with an unsharded one."""
 
     def __init__(self, model: str = "base100m", shards: int = 8) -> None:
-        from edit_lab.model import SIZES
+        from edit_lab.core.model import SIZES
 
         self.model = W.Dropdown(options=list(SIZES), value=model, description="model")
         self.shards = W.IntSlider(value=shards, min=1, max=64, description="S", continuous_update=False)
@@ -280,7 +280,7 @@ class OuterStateCalculator:
 
     def draw(self) -> None:
         from edit_course.figures.concepts import rank_bytes_figure
-        from edit_lab.model import get_size
+        from edit_lab.core.model import get_size
 
         p, s = get_size(self.model.value).num_params(), int(self.shards.value)
         self.figure = rank_bytes_figure(self.model.value, p, s)
@@ -302,7 +302,7 @@ def cluster_plan(machines: int, gpus: int, model: str) -> str:
     run on which machine (one machine = one replica; the sync group of local rank 0 crosses them)."""
     import pandas as pd
 
-    from edit_lab.model import get_size
+    from edit_lab.core.model import get_size
 
     R, S = machines, gpus
     P = get_size(model).num_params()

@@ -21,7 +21,7 @@ from edit_lab.core.comm import Comm, LinkModel
 from edit_lab.core.mesh import Mesh
 from edit_lab.core.methods import make_method
 from edit_lab.core.sharding import ShardedModel
-from edit_lab.model import build_model
+from edit_lab.core.model import build_model
 from edit_lab.records import rundir
 from edit_lab.records.events import Clock, EventLog, own_compute_s
 from edit_lab.records.rundir import ProgressFile, RankRecord

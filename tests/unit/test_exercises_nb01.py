@@ -34,7 +34,7 @@ def test_check_throughput_fraction(capsys):
 
 def test_sharded_values_match_the_engine_layout():
     from edit_lab.core.sharding import UnitLayout
-    from edit_lab.model import build_model
+    from edit_lab.core.model import build_model
 
     for model in ("nano", "tiny"):
         units = build_model(model, 0).units()

@@ -195,7 +195,7 @@ def test_tau_explorer_shows_the_chosen_run_against_sync(examples):
 
 def test_outer_state_calculator_uses_the_model_size():
     from edit_course.panels import OuterStateCalculator, outer_state_note
-    from edit_lab.model import SIZES, get_size
+    from edit_lab.core.model import SIZES, get_size
 
     calc = OuterStateCalculator(model="base100m", shards=8)
     assert list(calc.model.options) == list(SIZES) and calc.model.value == "base100m"

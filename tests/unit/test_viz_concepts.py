@@ -19,7 +19,7 @@ from edit_course.figures.sweeps import TAU_PANELS, tau_sweep_figure
 from edit_lab.core.mesh import Mesh
 from edit_lab.core.methods.local_sgd import in_warmup, is_anchor_step, is_sync_step
 from edit_lab.core.sharding import UnitLayout
-from edit_lab.model import build_model, get_size
+from edit_lab.core.model import build_model, get_size
 from edit_lab.viz.layout import SUBPLOT_TITLE_LIFT_PX, SUBPLOT_TITLE_PX
 
 
