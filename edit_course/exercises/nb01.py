@@ -1,5 +1,5 @@
 """Checks for notebook 01 (synchronous data parallel): an all-reduce built from two collectives, on plain tensors and
-then run by every rank of a real run (`grad_all_reduce_rule`, edit_lab/hooks.py, judged by the run's losses and
+then run by every rank of a real run (`grad_all_reduce_rule`, edit_lab/hooks/, judged by the run's losses and
 checkpoints against the built-in all-reduce's run), and what a straggler costs.
 
 Synchronous training all-reduces every gradient shard over the sync group every step, so the

@@ -1,4 +1,4 @@
-"""A reader's gradient all-reduce run by every rank of a real run (`grad_all_reduce_rule`, edit_lab/hooks.py), and
+"""A reader's gradient all-reduce run by every rank of a real run (`grad_all_reduce_rule`, edit_lab/hooks/), and
 notebook 01's check that judges one by the run's losses and checkpoints (`check_all_reduce_in_a_run`).
 
 The ring (a reduce-scatter, then an all-gather) must pass on a wall-clock 1 × 2 gloo run, against the built-in

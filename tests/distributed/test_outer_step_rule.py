@@ -1,4 +1,4 @@
-"""A reader's outer step run by every rank of a real run (`outer_step_rule`, edit_lab/hooks.py), and notebook 02's
+"""A reader's outer step run by every rank of a real run (`outer_step_rule`, edit_lab/hooks/), and notebook 02's
 check that judges one by the run's losses against the library's run (`check_outer_step_in_a_run`).
 
 The right step passes on a wall-clock 1 × 2 gloo run (the natural formula within the tolerance, and torch's

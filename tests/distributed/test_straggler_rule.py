@@ -1,4 +1,4 @@
-"""A reader's straggler kind run by every rank of a real run (`straggler_rule`, edit_lab/hooks.py), and notebook
+"""A reader's straggler kind run by every rank of a real run (`straggler_rule`, edit_lab/hooks/), and notebook
 06's check that judges one by the run's own pause events (`check_straggler_in_a_run`).
 
 The throttle (replica 1 pauses after each odd step for that step's own compute) must pass on the virtual clock

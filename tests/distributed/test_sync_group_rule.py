@@ -1,4 +1,4 @@
-"""A reader's sync groups used by a real run (`sync_group_rule`, edit_lab/hooks.py), and notebook 03's check that
+"""A reader's sync groups used by a real run (`sync_group_rule`, edit_lab/hooks/), and notebook 03's check that
 judges them by that run against one with the mesh's own groups (`check_sync_group_in_a_run`).
 
 The right function passes on a real gloo 2 × 2 run (4 processes, bit for bit the mesh's run); the shard groups

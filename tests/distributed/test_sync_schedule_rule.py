@@ -1,4 +1,4 @@
-"""A reader's layer-wise sync order run by every rank of a real EDiT run (`sync_schedule_rule`, edit_lab/hooks.py),
+"""A reader's layer-wise sync order run by every rank of a real EDiT run (`sync_schedule_rule`, edit_lab/hooks/),
 and notebook 04's check that judges one by the run (`check_schedule_in_a_run`).
 
 The engine's own prefetch order as a rule gives the prefetch=True and the prefetch=False run bit for bit; the

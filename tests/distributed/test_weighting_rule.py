@@ -1,4 +1,4 @@
-"""A reader's weighting rule run by every rank of a real EDiT run (`penalty_weighting_rule`, edit_lab/hooks.py),
+"""A reader's weighting rule run by every rank of a real EDiT run (`penalty_weighting_rule`, edit_lab/hooks/),
 and notebook 05's check that judges one by the run's own records (`check_weighting_in_a_run`).
 
 The softmax written by hand must give the library's run bit for bit (it is the same arithmetic); named wrong

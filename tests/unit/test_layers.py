@@ -16,7 +16,7 @@ The layers, lowest first (a module may import its own layer and the ones below i
 | 8 | the course | `edit_course/` |
 
 Layer 0 is what `RunConfig.validate` needs without torch: the knobs (`config`), the methods' names (`registry`), the
-model shapes (`sizes`), when the replicas talk (`protocol`), the reader's rules (`hooks`), the corpus' split
+model shapes (`sizes`), when the replicas talk (`protocol`), the reader's rules (`hooks/`), the corpus' split
 (`corpus`), the penalty's knobs (`penalty_config`) and its detector (`detector`, which `PenaltyConfig` builds).
 
 `edit_lab/__main__.py` and `edit_lab/tools/` are entry points: they may import any layer, and no layer imports them.
@@ -38,7 +38,7 @@ from .test_import_cycles import import_graph
 
 LIBRARY, COURSE = Path(edit_lab.__file__).parent, Path(edit_course.__file__).parent
 ENTRY = "entry"
-FOLDERS = {"records": 1, "core": 2, "train": 3, "clock": 4, "runtime": 5, "viz": 6, "ui": 7}
+FOLDERS = {"hooks": 0, "records": 1, "core": 2, "train": 3, "clock": 4, "runtime": 5, "viz": 6, "ui": 7}
 #: Layer 6 draws records: it may import these layers only.
 VIZ_MAY_IMPORT = {0, 1, 6}
 
