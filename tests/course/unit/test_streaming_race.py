@@ -11,7 +11,7 @@ from edit_course.claims import streaming as race
 from edit_course.figures.streaming import loss_time_bytes_figure, step_bytes_figure
 from edit_lab.records.run import Run
 
-from . import viz_fake_run as F
+from tests.unit import viz_fake_run as F
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from edit_course.exercises.nb07 import (
     machine_of_rank,
     torchrun_sizes,
 )
-from tests.unit.exercise_asserts import not_yet as _not_yet
+from tests.course.exercise_asserts import not_yet as _not_yet
 
 
 def test_mapping_agrees_with_the_mesh_numbering():

@@ -16,8 +16,8 @@ import torch
 from edit_course.exercises.nb05 import check_weighting_in_a_run
 from edit_lab import launch
 from edit_lab.hooks import rule_source
+from tests.course.exercise_asserts import not_yet
 from tests.helpers import small
-from tests.unit.exercise_asserts import not_yet
 
 
 def softmax_by_hand(norms, temperature, anomalous):

@@ -128,7 +128,7 @@ def test_the_bad_replicas_own_loss_is_a_witness_the_flags_may_not_be(tmp_path):
 
 
 def test_the_benchmarks_verification(tmp_path):
-    shipped = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "penalty_defaults.json"
+    shipped = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "penalty_defaults.json"
     if shipped.is_file():
         assert cp.benchmark_healthy_flags(shipped).ok
     bad = tmp_path / "p.json"

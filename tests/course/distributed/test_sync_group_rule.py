@@ -22,8 +22,9 @@ from edit_course.tools.notebooks import notebooks
 from edit_lab import launch
 from edit_lab.config import ConfigError
 from edit_lab.hooks import rule_source
-from tests.helpers import small, solution_function
-from tests.unit.exercise_asserts import not_yet
+from tests.course.exercise_asserts import not_yet
+from tests.course.helpers import solution_function
+from tests.helpers import small
 
 
 def columns(rank, shards, replicas):

@@ -13,7 +13,7 @@ import pytest
 from edit_course import source
 from edit_course.source import CodeRegion, RegionError, parse_regions, regions, show_code
 
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[3] / "notebooks"
 _CALL = re.compile(r"show_code\(([^)]*)\)")
 _NAME = re.compile(r"""["']([^"']+)["']""")
 

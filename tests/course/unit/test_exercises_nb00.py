@@ -10,7 +10,7 @@ from edit_course.exercises.nb00 import (
     units_of,
 )
 from edit_lab.core.mesh import Mesh
-from tests.unit.exercise_asserts import not_yet as _not_yet
+from tests.course.exercise_asserts import not_yet as _not_yet
 
 
 def test_rank_matches_the_mesh():

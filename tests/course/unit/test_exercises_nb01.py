@@ -12,7 +12,7 @@ from edit_course.exercises.nb01 import (
     reference_all_reduce_mean,
     sharded_values,
 )
-from tests.unit.exercise_asserts import not_yet as _not_yet
+from tests.course.exercise_asserts import not_yet as _not_yet
 
 
 def test_sizes():

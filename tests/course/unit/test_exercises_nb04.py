@@ -19,7 +19,7 @@ from edit_course.exercises.nb04 import (
     transfer_ms,
 )
 from edit_lab.core.comm import LinkModel
-from tests.unit.exercise_asserts import not_yet as _not_yet
+from tests.course.exercise_asserts import not_yet as _not_yet
 
 
 def test_transfer_ms_is_the_link_model_of_comm():

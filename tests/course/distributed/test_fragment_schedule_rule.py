@@ -13,9 +13,10 @@ import torch
 
 from edit_course.exercises.nb09 import check_fragment_schedule
 from edit_lab import launch
+from tests.course.exercise_asserts import not_yet
+from tests.course.helpers import solution_function
 from tests.distributed.sim_crosscheck import compare
-from tests.helpers import small, solution_function
-from tests.unit.exercise_asserts import not_yet
+from tests.helpers import small
 from tests.unit.test_fragment_schedule_rule import LIBRARY, REVERSED
 
 #: Notebook 09's real run: 1 × 2, W = 2, H = 6, P = 3 (a landing every 2 steps), τ = 1.

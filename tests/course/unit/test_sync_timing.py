@@ -19,7 +19,7 @@ import pytest
 from edit_course.lessons import sync_timing as T
 from edit_lab.records.run import Run
 
-from . import viz_fake_run as F
+from tests.unit import viz_fake_run as F
 
 SKEW, HIDDEN, LATENCY_MS, MBPS = 0.007, 0.010, 2.0, 1.0
 SYNC = 3  # the one training sync of the fake run

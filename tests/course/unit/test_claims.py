@@ -20,7 +20,7 @@ from edit_lab.records.analysis import replica_table
 from edit_lab.records.examples import HERE as EXAMPLES_HERE
 from edit_lab.records.run import Run
 
-from . import viz_fake_run as F
+from tests.unit import viz_fake_run as F
 
 EXAMPLES = EXAMPLES_HERE
 

@@ -21,8 +21,9 @@ from edit_lab import launch
 from edit_lab.config import ConfigError
 from edit_lab.hooks import rule_source
 from edit_lab.records.run import Run
-from tests.helpers import small, solution_function
-from tests.unit.exercise_asserts import not_yet
+from tests.course.exercise_asserts import not_yet
+from tests.course.helpers import solution_function
+from tests.helpers import small
 
 
 def nesterov(anchor, delta_bar, buf, lr, momentum):

@@ -14,7 +14,7 @@ from edit_course.exercises.nb02 import (
 )
 from edit_lab.core.methods.local_sgd import is_anchor_step, is_sync_step
 from edit_lab.core.outer import OuterState
-from tests.unit.exercise_asserts import not_yet as _not_yet
+from tests.course.exercise_asserts import not_yet as _not_yet
 
 
 def test_nesterov_factor_is_what_the_outer_optimizer_does():

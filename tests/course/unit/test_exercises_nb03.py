@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from edit_course.exercises.nb03 import check_state_prediction, check_sync_group_fn, sync_group
 from edit_lab.core.mesh import Mesh
-from tests.unit.exercise_asserts import not_yet as _not_yet
+from tests.course.exercise_asserts import not_yet as _not_yet
 
 
 def test_sync_group_matches_the_mesh():

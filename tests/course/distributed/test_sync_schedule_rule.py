@@ -16,8 +16,9 @@ import torch
 from edit_course.exercises.nb04 import check_schedule_in_a_run, prefetch_schedule
 from edit_lab import ConfigError, launch
 from edit_lab.hooks import rule_source
-from tests.helpers import small, solution_function
-from tests.unit.exercise_asserts import not_yet
+from tests.course.exercise_asserts import not_yet
+from tests.course.helpers import solution_function
+from tests.helpers import small
 
 
 def engine_order(n_units):

@@ -14,7 +14,7 @@ from edit_course.exercises.nb05 import (
 )
 from edit_lab.core.methods.local_sgd import is_sync_step
 from edit_lab.core.penalty import AnomalyDetector
-from tests.unit.exercise_asserts import not_yet as _not_yet
+from tests.course.exercise_asserts import not_yet as _not_yet
 
 
 def test_first_armed_step_matches_the_schedule_and_the_detector():

@@ -1,5 +1,5 @@
 """Notebook 09's exercise: the fragment schedule against the library's on a grid, without launching a run (the
-check that runs it on every rank: tests/distributed/test_fragment_schedule_rule.py)."""
+check that runs it on every rank: tests/course/distributed/test_fragment_schedule_rule.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from edit_course.exercises.nb09 import check_fragment_schedule
 from edit_lab import RunConfig
 from edit_lab.protocol import fragment_landing
 
-from .exercise_asserts import not_yet
+from tests.course.exercise_asserts import not_yet
 
 
 def right(step, warmup, interval, fragments):
@@ -33,7 +33,7 @@ def test_unanswered_wrong_and_right(capsys):
 
 
 def test_no_run_and_a_folder_without_one(capsys, tmp_path):
-    # a folder with no run in it: the grid alone decides, said (the run itself: tests/distributed/
+    # a folder with no run in it: the grid alone decides, said (the run itself: tests/course/distributed/
     # test_fragment_schedule_rule.py)
     assert check_fragment_schedule(right, tmp_path / "nothing") and "no run was there" in capsys.readouterr().out
 

@@ -14,8 +14,9 @@ import pytest
 from edit_course.exercises.nb06 import check_straggler_in_a_run
 from edit_lab import launch
 from edit_lab.hooks import rule_source
-from tests.helpers import small, solution_function
-from tests.unit.exercise_asserts import not_yet
+from tests.course.exercise_asserts import not_yet
+from tests.course.helpers import solution_function
+from tests.helpers import small
 
 
 def throttle(step, replica, compute_s):

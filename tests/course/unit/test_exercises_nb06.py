@@ -12,7 +12,7 @@ from edit_course.exercises.nb06 import (
     edit_wait_ms,
     sync_share,
 )
-from tests.unit.exercise_asserts import not_yet as _not_yet
+from tests.course.exercise_asserts import not_yet as _not_yet
 
 
 def test_models():
