@@ -9,7 +9,7 @@
 - `OuterStateCalculator` (notebook 03): a model and S, the bytes a rank holds (no run: the formulas).
 - `ClusterPlanner` (notebook 07): machines, GPUs per machine and a model, the commands of that run.
 
-As in widgets.py: every control is a public attribute, `set()` and `click()` drive a panel from code
+As in edit_lab/ui/lab.py: every control is a public attribute, `set()` and `click()` drive a panel from code
 (a test, a script), the shown figures are plain `go.Figure`s in `.figures` and drawn in `FigurePane`s,
 failures go to the status line, not up the widget's callback. A panel does not decide which run a
 choice means: the notebook passes its own `run_for` (which launches once, then reuses), so the

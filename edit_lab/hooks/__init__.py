@@ -50,7 +50,7 @@ These rules are pluggable:
   runs (its wait moves to a later unit's pre-forward; the shard is reset in place): the run shows the damage.
 - the **fragment schedule** (`RunConfig.fragment_schedule_rule`, notebook 09's exercise): `fn(step, warmup,
   interval, fragments) -> fragment or None`, the fragment whose outer step lands at the start of `step`;
-  streaming_diloco only. Every rank calls it with the run's W, H and P instead of `schedule.fragment_landing`
+  streaming_diloco only. Every rank calls it with the run's W, H and P instead of `protocol.fragment_landing`
   (at step + τ, to send that fragment's pseudo-gradient τ = `fragment_sync_delay` steps before it lands), and so
   does the simulator's twin; a pure function of the step and the config, so every rank takes the same decision.
   Refused before launch (`fragment_schedule_problem`, probed on the run's steps) when it raises, answers anything

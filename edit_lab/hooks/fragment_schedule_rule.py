@@ -40,7 +40,7 @@ def fragment_schedule(source: str) -> FragmentSchedule:
 
 def fragment_schedule_of(source: str | None) -> FragmentSchedule:
     """What a streaming run (and its simulated twin) asks which fragment lands when: the reader's rule when one is
-    set (`RunConfig.fragment_schedule_rule`), else the library's `schedule.fragment_landing`."""
+    set (`RunConfig.fragment_schedule_rule`), else the library's `protocol.fragment_landing`."""
     if source is None:
         from edit_lab.protocol import fragment_landing
 
