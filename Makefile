@@ -118,8 +118,8 @@ XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --n
 test: $(STAMP) ## the whole test suite
 	$(PY) -m pytest $(XDIST)
 
-test-fast: $(STAMP) ## unit tests only
-	$(PY) -m pytest $(XDIST) tests/unit
+test-fast: $(STAMP) ## the unit tests only: the library's (tests/unit) and the course's (tests/course/unit)
+	$(PY) -m pytest $(XDIST) tests/unit tests/course/unit
 
 test-ui: $(STAMP) ## the browser tests alone: every notebook (00-09) through JupyterLab, the panels, readability (need chromium)
 	$(PY) -m pytest $(XDIST) tests/ui

@@ -54,7 +54,7 @@ from edit_lab import (
     RunConfig,
     launch,  # noqa: E402
 )
-from edit_lab.model import get_size  # noqa: E402
+from edit_lab.core.model import get_size  # noqa: E402
 from edit_lab.records.analysis import comm_totals, events_table, sync_window  # noqa: E402
 from edit_lab.records.run import Run  # noqa: E402
 from edit_lab.viz import timeline_figure  # noqa: E402

@@ -96,7 +96,7 @@ def table_of_result(data: dict) -> str:
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=40, help="training steps of each engine")
-    ap.add_argument("--model", default="tiny", help="a model size of edit_lab.model.SIZES")
+    ap.add_argument("--model", default="tiny", help="a model size of edit_lab.sizes.SIZES")
     ap.add_argument("--warmup", type=int, default=5, help="first steps left out of the median")
     ap.add_argument("--repeats", type=int, default=2, help="run the engines alternately this many times each")
     ap.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS),

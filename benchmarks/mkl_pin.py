@@ -30,7 +30,7 @@ SETTINGS = {"pinned (AVX2,STRICT, the lab's)": "AVX2,STRICT", "MKL's own choice 
 STEP = """
 import json, statistics, sys, time
 import torch
-from edit_lab.model import build_model
+from edit_lab.core.model import build_model
 torch.set_num_threads(1)
 model, batch, seq, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 m = build_model(model, seed=0)

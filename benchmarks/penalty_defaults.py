@@ -26,7 +26,7 @@ Decision D10 of docs/edit-method.md, by measurement, in three stages:
 2. **replay** every series offline through candidate detectors with `edit_lab.core.penalty.replay` (the
    engine's own rules: one detector per replica and unit, G/k or G, the noise floor σ ≥ ε·μ̂, and the
    per-replica re-admission of a replica flagged K syncs in a row whose norm is in line with its
-   unflagged peers'; tested against the engine in tests/distributed/test_penalty_runs.py). The
+   unflagged peers'; tested against the engine in tests/course/distributed/test_penalty_runs.py). The
    candidates (`candidates`): the reference's detector, then α 0.02–0.3 × E 3–5 with no floor (ε = 0),
    then ε 0.05–0.2 × α 0.1–0.3 × E 3–4. For each, count:
 

@@ -6,10 +6,11 @@
 
 One folder per layer, each importing only the ones below it (tests/unit/test_layers.py):
 
-    config.py registry.py sizes.py protocol.py hooks.py   L0 torch-free facts, and a reader's functions
+    config.py registry.py sizes.py protocol.py hooks/     L0 torch-free facts, and a reader's functions
+    corpus.py penalty_config.py detector.py                  (the corpus' split, the penalty's knobs and detector)
     records/                                              L1 the run directory: events, summary, tables
-    model.py                                                 the network being trained, cut into sync units
-    core/                                                 L2 ★ EDiT: mesh, collectives, ZeRO-3, methods, outer step, penalty
+    core/                                                 L2 ★ EDiT: the model, mesh, collectives, ZeRO-3, methods,
+                                                             outer step, penalty
     train/                                                L3 one rank's step loop, data, stragglers, faults, checkpoints
     clock/                                                L4 the virtual clock, costs, the preview's simulator
     runtime/                                              L5 processes: launch, fork server, worker (torchrun)
@@ -19,9 +20,10 @@ One folder per layer, each importing only the ones below it (tests/unit/test_lay
 The course (claims, exercises, per-notebook helpers, the capstone) is the package `edit_course` beside this
 one: it imports `edit_lab`, never the other way round.
 
-Why L0 is five small modules: `RunConfig.validate` refuses a bad configuration in a fraction of a second,
+Why L0 is small torch-free modules: `RunConfig.validate` refuses a bad configuration in a fraction of a second,
 before any process starts, only if nothing on its path imports torch. So the facts it needs (the methods'
-names and capabilities, the model shapes, when the replicas sync, a reader's rule) sit in torch-free modules,
+names and capabilities, the model shapes, when the replicas sync, a reader's rule, the corpus' split, the
+penalty's knobs) sit in torch-free modules,
 and no module imports torch at import time (the launcher loads it once a configuration is accepted), so a
 worker process or `import edit_lab.core.penalty` stays light. `launch` is imported
 eagerly, not lazily: the package attribute `launch` is also the name of the submodule

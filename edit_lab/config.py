@@ -428,7 +428,7 @@ class RunConfig:
             if k.checked_by is None and not k.admits(getattr(self, f.name), hints[f.name]):
                 bad(f.name, k.allowed(hints[f.name]))
 
-        from edit_lab.core.penalty import PenaltyConfig, PenaltyValueError
+        from edit_lab.penalty_config import PenaltyConfig, PenaltyValueError
 
         try:  # the detector's own check, so that the config refuses exactly what the detector would
             PenaltyConfig.of(self).validate()
@@ -475,7 +475,7 @@ class RunConfig:
         if self.backend == "nccl" and self.device == "cpu":
             bad("backend", "gloo or auto with device='cpu' (NCCL moves only GPU tensors)")
         if self.data is not None:
-            from edit_lab.train.data import check_corpus_file
+            from edit_lab.corpus import check_corpus_file
 
             problem = check_corpus_file(self.data, self.seq_len)
             if problem:

@@ -1,7 +1,7 @@
 """Model sizes: the shape of each Llama the lab can build, without importing torch.
 
-Torch-free, for `RunConfig.validate` (why: edit_lab/__init__.py). `edit_lab.model` re-exports everything
-here, so `from edit_lab.model import SIZES` keeps working.
+Torch-free, for `RunConfig.validate` (why: edit_lab/__init__.py). `edit_lab.core.model` re-exports everything
+here, so `from edit_lab.core.model import SIZES` works too.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ prediction = 0.75  # above 1/SLOW_FACTOR = 0.5: the straggler stretches only its
 def all_reduce_mean(grads: list[torch.Tensor]) -> list[torch.Tensor]:
     \"\"\"Every rank receives the mean of all ranks' tensors.\"\"\"
     return all_gather(reduce_scatter_mean(grads))  # rank i gets slice i of the mean, then every rank every slice"""},
-    # judged by a real run (two processes, against the built-in all-reduce's run): tests/distributed/
+    # judged by a real run (two processes, against the built-in all-reduce's run): tests/course/distributed/
     # test_all_reduce_rule.py runs this answer against check_all_reduce_in_a_run, and the executed notebook scores it
     {"marker": "def my_all_reduce(grad: torch.Tensor, reduce_scatter, all_gather) -> torch.Tensor | None:",
      "assigns": "my_all_reduce", "kind": "code",

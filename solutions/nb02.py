@@ -9,7 +9,7 @@ ANSWERS = [
      "source": """\
 prediction = TAU  # sync sends one gradient shard every step, DiLoCo one parameter shard (as large) every τ steps"""},
     # also judged by a run: the notebook's next check cell ships this function to every rank
-    # (check_outer_step_in_a_run, the solutions mode runs it), and tests/distributed/test_outer_step_rule.py runs
+    # (check_outer_step_in_a_run, the solutions mode runs it), and tests/course/distributed/test_outer_step_rule.py runs
     # this answer against it in a temporary directory
     {"marker": "def outer_step(anchor: torch.Tensor, delta_bar: torch.Tensor, buf: torch.Tensor, lr: float, "
                "momentum: float):",

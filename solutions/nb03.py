@@ -11,7 +11,7 @@ ANSWERS = [
 prediction = 2 / max(S for S, _ in MESHES)  # anchor and momentum are sharded like the parameters: 2/S models"""},
     # checked in-process by check_sync_group_fn, and judged by a real 2 × 2 run in the notebook's next check cell
     # (check_sync_group_in_a_run: the run's sync groups built from it, against the mesh's own);
-    # tests/distributed/test_sync_group_rule.py runs this answer against that check too
+    # tests/course/distributed/test_sync_group_rule.py runs this answer against that check too
     {"marker": "def sync_group_of(rank: int, shards: int, replicas: int) -> list[int]:",
      "assigns": "sync_group_of", "kind": "code", "check": "passed = check_sync_group_fn(sync_group_of)",
      "source": """\

@@ -18,7 +18,7 @@ answer_transfer_ms = 2 + 99_072 / 20e6 * 1e3  # latency + bytes / bandwidth = 2 
 answer_exposed_ms = 7 + 4 * (7 - 3)  # unit 0 in full, each later unit's transfer overlaps 3 ms of compute: 23 ms"""},
     # checked in-process by the replay (check_schedule), and judged by a real 2 × 2 EDiT run in the next cell
     # (check_schedule_in_a_run: the schedule as every rank's sync_schedule_rule, bit for bit against prefetch off);
-    # tests/distributed/test_sync_schedule_rule.py runs this answer against that check too
+    # tests/course/distributed/test_sync_schedule_rule.py runs this answer against that check too
     {"marker": "from edit_course.exercises.nb04 import check_schedule",
      "assigns": "my_schedule", "kind": "code", "check": "check_schedule(my_schedule)", "says": "The rule holds",
      "source": """\

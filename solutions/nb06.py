@@ -22,7 +22,7 @@ answer_sync_share = 2 * 2000 / (4000 + 2000)  # both at the slowest pace against
      "assigns": "answer_round_steps", "kind": "exercise", "check": "check_aedit_round_steps(answer_round_steps)",
      "source": """\
 answer_round_steps = [800 // 100, 800 // 200]  # the same 0.8 s for both: [8, 4] steps"""},
-    # judged by a run (the virtual clock's, in the notebook): tests/distributed/test_straggler_rule.py runs this
+    # judged by a run (the virtual clock's, in the notebook): tests/course/distributed/test_straggler_rule.py runs this
     # answer against check_straggler_in_a_run in a temporary directory, and the executed notebook scores it
     {"marker": "def my_throttle(step: int, replica: int, compute_s: float) -> float | None:",
      "assigns": "my_throttle", "kind": "code",

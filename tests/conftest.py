@@ -38,7 +38,7 @@ LONGEST_FIRST = ("tests/ui/test_notebooks_in_browser.py",  # ~250 (00, 04, 05)
                  "tests/distributed/test_virtual_time_only.py",  # ~12 (11 configurations, real and time only)
                  # the longest unit files (`make test-fast` is these first, then the rest alphabetically)
                  "tests/unit/test_simulate.py",  # ~10
-                 "tests/unit/test_panels.py",  # ~9
+                 "tests/course/unit/test_panels.py",  # ~9
                  "tests/unit/test_examples.py",  # ~8
                  "tests/unit/test_straggler_lab_clock.py",  # ~6
                  "tests/unit/test_viz_figures.py")  # ~6

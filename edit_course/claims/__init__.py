@@ -4,7 +4,7 @@ A notebook says what to look for; the cell below decides whether *this* run show
 verdict (`edit_course.verdict`): ✓ with the numbers, or ✗ with the numbers and the likely reason. The
 claims several lessons share live here, each a function of one or two `Run`s (or of numbers a lesson
 measured) that prints and returns its `Verdict`, so a claim is computed one way everywhere and is unit
-tested (tests/unit/test_claims.py) on hand-built and shipped runs.
+tested (tests/course/unit/test_claims.py) on hand-built and shipped runs.
 
 Two kinds of claim, kept apart because the tests treat them differently:
 

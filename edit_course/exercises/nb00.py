@@ -36,7 +36,7 @@ def check_rank(answer: Any, replica: int = 2, shard: int = 1, shards: int = 4) -
 
 def units_of(model: str) -> int:
     """Sync units of a model size: one root unit (embedding, final norm, head) plus one per block."""
-    from edit_lab.model import get_size
+    from edit_lab.core.model import get_size
 
     return 1 + get_size(model).n_layers
 

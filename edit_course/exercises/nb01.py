@@ -1,5 +1,5 @@
 """Checks for notebook 01 (synchronous data parallel): an all-reduce built from two collectives, on plain tensors and
-then run by every rank of a real run (`grad_all_reduce_rule`, edit_lab/hooks.py, judged by the run's losses and
+then run by every rank of a real run (`grad_all_reduce_rule`, edit_lab/hooks/, judged by the run's losses and
 checkpoints against the built-in all-reduce's run), and what a straggler costs.
 
 Synchronous training all-reduces every gradient shard over the sync group every step, so the
@@ -29,7 +29,7 @@ BYTES_PER_VALUE = 4  # float32 gradients
 
 def model_parameters(model: str) -> int:
     """P: the model's parameter count (from its size, without building it)."""
-    from edit_lab.model import get_size
+    from edit_lab.core.model import get_size
 
     return get_size(model).num_params()
 
@@ -37,7 +37,7 @@ def model_parameters(model: str) -> int:
 def sharded_values(model: str, shards: int) -> int:
     """Values one rank holds of the whole model: its shard of every unit's buffer, padded to a multiple of S
     (as edit_lab.core.sharding.UnitLayout pads it)."""
-    from edit_lab.model import get_size
+    from edit_lab.core.model import get_size
 
     size = get_size(model)
     units = [size.root_params()] + [size.block_params()] * size.n_layers

@@ -5,7 +5,7 @@ is looked ahead once more): `check_outer_step` runs the reader's step against th
 `OuterState`. The first sync that changes the model is at step W+τ (step W only creates the
 anchors). A Local-SGD method sends one model shard over the sync group every τ steps instead of
 one gradient shard every step. And the reader's outer step in a real run (`outer_step_rule`,
-edit_lab/hooks.py): `check_outer_step_in_a_run` ships it to every rank and judges the run's losses
+edit_lab/hooks/): `check_outer_step_in_a_run` ships it to every rank and judges the run's losses
 against the same run with the library's step.
 """
 

@@ -4,7 +4,7 @@ The mesh numbers ranks replica by replica (rank = r·S + s), so a shard group is
 consecutive ranks and a sync group takes every S-th rank: `check_sync_group_fn` runs the reader's
 function against `edit_lab.core.mesh.Mesh`. The anchor and the outer momentum are sharded like the
 parameters: 2·P/S float32 values per rank, where an unsharded DiLoCo keeps 2·P. And the same function
-used by a real run (`sync_group_rule`, edit_lab/hooks.py): `check_sync_group_in_a_run` builds the run's sync
+used by a real run (`sync_group_rule`, edit_lab/hooks/): `check_sync_group_in_a_run` builds the run's sync
 groups from it and judges the run against one with the mesh's own groups.
 """
 

@@ -330,7 +330,7 @@ def check_schedule_in_a_run(schedule: Any, base: Any, out: Any) -> CheckResult:
     first loss that differs, or bit-identical but nothing in flight during compute. Never raises.
     """
     from edit_lab.hooks import RuleError, rule_source, sync_schedule_problem
-    from edit_lab.model import SIZES
+    from edit_lab.core.model import SIZES
     from edit_lab.runtime.launch import launch
 
     call = "schedule(n_units) -> list of (kind, unit) operations"

@@ -3,7 +3,7 @@
 Idealised arithmetic (no communication time, steady step times) of what the notebook measures:
 step-based methods hold every replica to the same number of steps per round, so the fast one waits
 for the slow one's extra time; A-EDiT gives every replica the same *time* per round instead. And one
-straggler kind written by the reader (`straggler_rule`, edit_lab/hooks.py), run on every rank of a real
+straggler kind written by the reader (`straggler_rule`, edit_lab/hooks/), run on every rank of a real
 run and judged by that run's own pause events.
 """
 

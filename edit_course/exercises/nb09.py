@@ -1,7 +1,7 @@
 """Checks for notebook 09 (Streaming DiLoCo): the fragment schedule, written by the reader and run by the engine.
 
 The reader's `fn(step, warmup, interval, fragments)` (the fragment whose outer step lands at the start of `step`,
-or None) is first checked against the library's own `schedule.fragment_landing` on a grid of settings (cheap,
+or None) is first checked against the library's own `protocol.fragment_landing` on a grid of settings (cheap,
 and it names the first step where they part). Then it is shipped as the source of
 `RunConfig.fragment_schedule_rule` (edit_lab.hooks) into a real Streaming DiLoCo run, where every rank calls it
 instead of `fragment_landing` to decide which fragment's pseudo-gradient leaves and lands when, and that run is

@@ -9,7 +9,7 @@
 - `OuterStateCalculator` (notebook 03): a model and S, the bytes a rank holds (no run: the formulas).
 - `ClusterPlanner` (notebook 07): machines, GPUs per machine and a model, the commands of that run.
 
-As in widgets.py: every control is a public attribute, `set()` and `click()` drive a panel from code
+As in edit_lab/ui/lab.py: every control is a public attribute, `set()` and `click()` drive a panel from code
 (a test, a script), the shown figures are plain `go.Figure`s in `.figures` and drawn in `FigurePane`s,
 failures go to the status line, not up the widget's callback. A panel does not decide which run a
 choice means: the notebook passes its own `run_for` (which launches once, then reuses), so the
@@ -261,7 +261,7 @@ class OuterStateCalculator:
     """A model and S: the bytes one rank holds with EDiT's sharded outer state and with an unsharded one."""
 
     def __init__(self, model: str = "base100m", shards: int = 8) -> None:
-        from edit_lab.model import SIZES
+        from edit_lab.core.model import SIZES
 
         self.model = W.Dropdown(options=list(SIZES), value=model, description="model")
         self.shards = W.IntSlider(value=shards, min=1, max=64, description="S", continuous_update=False)
@@ -280,7 +280,7 @@ class OuterStateCalculator:
 
     def draw(self) -> None:
         from edit_course.figures.concepts import rank_bytes_figure
-        from edit_lab.model import get_size
+        from edit_lab.core.model import get_size
 
         p, s = get_size(self.model.value).num_params(), int(self.shards.value)
         self.figure = rank_bytes_figure(self.model.value, p, s)
@@ -302,7 +302,7 @@ def cluster_plan(machines: int, gpus: int, model: str) -> str:
     run on which machine (one machine = one replica; the sync group of local rank 0 crosses them)."""
     import pandas as pd
 
-    from edit_lab.model import get_size
+    from edit_lab.core.model import get_size
 
     R, S = machines, gpus
     P = get_size(model).num_params()

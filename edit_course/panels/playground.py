@@ -32,7 +32,7 @@ from edit_lab.core.penalty import PenaltyConfig
 
 __all__ = ["DetectorPlayground", "NormSeries", "PlaygroundResult", "decide"]
 
-#: The rules the figure draws, as the detector computes them (penalty.py, regions detector-test and
+#: The rules the figure draws, as the detector computes them (edit_lab/detector.py, regions detector-test and
 #: detector-update); MathJax in the notebook.
 UPDATE_RULE = r"""
 <b>What the detector does at each sync</b>, for one replica and one unit, with x = q = its norm G (per local step)

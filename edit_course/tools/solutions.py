@@ -21,7 +21,7 @@ holds plain data (no import of the lab):
   defines, checked too; None for a cell of comments the student turns into code), `kind` ("exercise",
   "code", "prediction", "diagnosis" or "written"), `source`
   (the cell that replaces it; None keeps the cell as shipped, for an exercise that passes as shipped),
-  and, for what tests/unit/test_solutions.py runs in-process: `check` (a line of the cell that checks
+  and, for what tests/course/unit/test_solutions.py runs in-process: `check` (a line of the cell that checks
   it), `setup` (lines naming the cells to run before it), `says` (what the check prints when right,
   "Correct" unless given) and `result` (an expression for the verdict when the check cell ends on none);
 - `MAY_MISS`: {check name as score() prints it: (when, why)}, when "always" (a wall-clock timing) or

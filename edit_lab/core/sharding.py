@@ -47,7 +47,7 @@ from torch.func import functional_call as _functional_call
 
 from edit_lab.core.comm import Comm, Handle
 from edit_lab.core.penalty import CLIP_EPS
-from edit_lab.model import Llama, loss_fn
+from edit_lab.core.model import Llama, loss_fn
 from edit_lab.records.events import EventLog
 
 

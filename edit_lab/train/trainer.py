@@ -20,10 +20,10 @@ from edit_lab.config import RunConfig
 from edit_lab.core.comm import Comm, LinkModel
 from edit_lab.core.mesh import Mesh
 from edit_lab.core.methods import make_method
+from edit_lab.core.model import build_model
 from edit_lab.core.quorum import Pause
 from edit_lab.core.sharding import ShardedModel
 from edit_lab.core.wire import spec_of as wire_spec_of
-from edit_lab.model import build_model
 from edit_lab.records import rundir
 from edit_lab.records.events import Clock, EventLog, own_compute_s
 from edit_lab.records.rundir import ProgressFile, RankRecord

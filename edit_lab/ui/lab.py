@@ -2,7 +2,7 @@
 
 - `StragglerLab`: choose a method, the sync interval (A-EDiT: the sync period in seconds), how slow
   the last replica is, random pauses, the link's bandwidth and latency, prefetch and the penalty
-  switches (A-EDiT chosen with no time budget gets one: `presets.panel_time_budget`); the *preview* tab
+  switches (A-EDiT chosen with no time budget gets one: `config.panel_time_budget`); the *preview* tab
   redraws a simulated run (edit_lab/clock/sim) on every change, no Run needed;
   **Run** launches a real run (progress bar included), then sets the preview beside its measurement and
   draws its timeline, the straggler and loss figures (against the previous runs, so two presses compare
@@ -275,7 +275,7 @@ class StragglerLab:
         self.steps = W.IntSlider(value=b.steps, min=2, max=max(200, b.steps), description="steps", style=style,
                                  layout=layout)
         # 0: train `steps` steps; otherwise every replica trains as many steps as fit (edit-method.md §12);
-        # A-EDiT starts from a budget (presets.panel_time_budget): with a step count its fast replica idles
+        # A-EDiT starts from a budget (config.panel_time_budget): with a step count its fast replica idles
         budget = panel_time_budget(self.method.value, b.time_budget)
         self.time_budget = W.FloatSlider(value=budget, min=0.0, max=max(60.0, budget), step=1.0,
                                          description="time budget (s)", style=style, layout=layout,

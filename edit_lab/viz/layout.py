@@ -5,7 +5,7 @@ Why one module: every figure is drawn in JupyterLab from a laptop with the file 
 width. The rules, checked by the browser tests (tests/ui/readability.py) at both sizes:
 
 - no `width`: plotly sizes the figure to the output area (`autosize`), and the panels show
-  figures in a `FigurePane` that follows the notebook's width (widgets.py);
+  figures in a `FigurePane` that follows the notebook's width (ui/lab.py);
 - a title is wrapped to lines that fit the narrowest width (`title_text`), a run's label on a
   category axis is wrapped onto short lines (`tick_label`), so nothing is rotated into the next row;
 - the legend is a horizontal strip below the plot (`legend_below`), so it never takes half

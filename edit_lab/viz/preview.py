@@ -7,19 +7,30 @@ drawn from the simulated events; right, tokens/s per replica, predicted and (aft
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import plotly.graph_objects as go
 
-from edit_lab.clock.sim.predict import Prediction
 from edit_lab.records.overlap import merge
+
+if TYPE_CHECKING:
+    from edit_lab.config import RunConfig
+
+
+class Predicted(Protocol):
+    """What the figure reads of a prediction (the simulator's `edit_lab.clock.sim.predict.Prediction`): a figure
+    draws records and imports no clock (tests/unit/test_layers.py)."""
+
+    config: RunConfig
+    summary: dict[str, Any]
+    events: list[dict[str, Any]]
 
 COLORS = {"computing": "#4C78A8", "straggler pause": "#F58518", "waiting on the sync group": "#E45756",
           "predicted": "#72B7B2", "measured": "#54A24B"}
 WORK = {"compute_fwd", "compute_bwd", "optimizer", "outer_step", "eval"}
 
 
-def _segments(pred: Prediction, replica: int) -> dict[str, list[tuple[float, float]]]:
+def _segments(pred: Predicted, replica: int) -> dict[str, list[tuple[float, float]]]:
     evs = [e for e in pred.events if e["replica"] == replica]
     waits = [(e["t0"], e["t1"]) for e in evs if e["group"] == "sync" and e["kind"] == "wait"]
     waits += [(e["t1"] - e["data"].get("exposed", 0.0), e["t1"]) for e in evs
@@ -29,7 +40,7 @@ def _segments(pred: Prediction, replica: int) -> dict[str, list[tuple[float, flo
             "waiting on the sync group": merge(waits)}
 
 
-def comparison_rows(pred: Prediction, measured: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def comparison_rows(pred: Predicted, measured: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row per replica and one for the whole run: predicted (and measured) tokens/s, waiting, steps."""
     rows = []
     s = pred.summary
@@ -47,7 +58,7 @@ def comparison_rows(pred: Prediction, measured: dict[str, Any] | None = None) ->
     return rows
 
 
-def comparison_html(pred: Prediction, measured: dict[str, Any] | None = None) -> str:
+def comparison_html(pred: Predicted, measured: dict[str, Any] | None = None) -> str:
     """The rows as a small HTML table (the panel shows it under the preview)."""
     def num(x: Any, fmt: str) -> str:
         return "–" if x is None else format(x, fmt)
@@ -64,7 +75,7 @@ def comparison_html(pred: Prediction, measured: dict[str, Any] | None = None) ->
     return f"{style}<table class='edit-lab-preview' style='border-collapse: collapse'>{head}{body}</table>"
 
 
-def preview_figure(pred: Prediction, measured: dict[str, Any] | None = None, note: str = "") -> go.Figure:
+def preview_figure(pred: Predicted, measured: dict[str, Any] | None = None, note: str = "") -> go.Figure:
     """Predicted timeline per replica (left) and tokens/s per replica, predicted and measured (right).
 
     Two x-axes side by side laid out by hand rather than by `make_subplots`: the figure is rebuilt on

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from edit_lab import launch
-from edit_lab.model import SIZES
+from edit_lab.core.model import SIZES
 from tests.helpers import small
 from tests.oracles.averaging import periodic_averaging
 

@@ -61,7 +61,7 @@ def test_sync_matches_fsdp2(sync_2x2, tmp_path):
 
 def test_shards_are_shards(sync_2x2):
     cfg, run = sync_2x2
-    from edit_lab.model import SIZES
+    from edit_lab.core.model import SIZES
 
     size = SIZES[cfg.model]
     unit_numel = [size.root_params()] + [size.block_params()] * size.n_layers
@@ -75,7 +75,7 @@ def test_shards_are_shards(sync_2x2):
 
 def test_events_cover_every_collective(sync_2x2):
     cfg, run = sync_2x2
-    from edit_lab.model import SIZES
+    from edit_lab.core.model import SIZES
 
     n_units = 1 + SIZES[cfg.model].n_layers
     for rank in range(cfg.world_size):

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from edit_lab import launch
-from edit_lab.model import SIZES
+from edit_lab.core.model import SIZES
 from tests.helpers import small
 
 pytestmark = pytest.mark.slow

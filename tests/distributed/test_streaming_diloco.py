@@ -25,7 +25,7 @@ VIRTUAL = dict(clock="virtual", shards=1, replicas=2)
 
 def unit_numels(run) -> list[int]:
     from edit_lab.core.sharding import UnitLayout
-    from edit_lab.model import build_model
+    from edit_lab.core.model import build_model
 
     return [UnitLayout.of(u, run.config.shards).shard_size for u in build_model(run.config.model, 0).units()]
 

@@ -43,7 +43,7 @@ import torch
 
 from edit_lab import launch
 from edit_lab.core.sharding import UnitLayout
-from edit_lab.model import build_model
+from edit_lab.core.model import build_model
 from tests.helpers import small
 
 torchft = pytest.importorskip("torchft", reason="torchft is the oracle (the test extra)")

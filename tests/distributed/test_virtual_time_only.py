@@ -184,7 +184,7 @@ def test_declared_sizes_are_the_real_engines():
 
     from edit_lab.clock.time_only import DeclaredSizes, shard_numel
     from edit_lab.core.sharding import UnitLayout
-    from edit_lab.model import build_model
+    from edit_lab.core.model import build_model
 
     for model, shards in (("nano", 2), ("tiny", 4), ("nano", 3)):
         real = [UnitLayout.of(u, shards).shard_size for u in build_model(model, 0).units()]

@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 
 from edit_lab.config import RunConfig
-from edit_lab.model import build_model
+from edit_lab.core.model import build_model
 from edit_lab.train.data import Corpus, load_corpus, train_batch
 from edit_lab.train.trainer import configure_cpu, make_optimizer
 

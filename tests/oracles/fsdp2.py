@@ -25,7 +25,7 @@ import torch.distributed as dist
 
 from edit_lab.config import RunConfig
 from edit_lab.core.mesh import Mesh
-from edit_lab.model import build_model
+from edit_lab.core.model import build_model
 from edit_lab.train.data import Corpus, load_corpus, train_batch, val_batches
 from edit_lab.train.trainer import configure_cpu, make_optimizer
 

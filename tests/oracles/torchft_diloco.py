@@ -40,7 +40,7 @@ import torch
 import torch.nn as nn
 
 from edit_lab.config import RunConfig
-from edit_lab.model import build_model
+from edit_lab.core.model import build_model
 from edit_lab.protocol import fragment_units
 from edit_lab.train.data import Corpus, load_corpus, train_batch
 from edit_lab.train.trainer import make_optimizer

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from edit_lab.config import RENAMED, SECTIONS, ConfigError, RunConfig, field_hint, knobs
-from edit_lab.train.data import CHUNK, Corpus, check_corpus_file, corpus_problem, split_sizes, train_batch, val_batches
+from edit_lab.corpus import CHUNK, check_corpus_file, corpus_problem, split_sizes
+from edit_lab.train.data import Corpus, train_batch, val_batches
 from tests.unit.cli_run import cli_run
 
 ROOT = Path(__file__).resolve().parents[2]

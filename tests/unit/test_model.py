@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from edit_lab.model import (
+from edit_lab.core.model import (
     SIZES,
     VOCAB_SIZE,
     Block,

@@ -138,16 +138,6 @@ def test_link_model_in_the_configs_units():
     assert LinkModel.of(0.0, 0.0).transfer_time(10**9) == 0.0 and not LinkModel.of(0.0, 0.0).active
 
 
-def test_the_exercise_formula_of_a_transfer_is_the_link_models():
-    """Notebook 04's student-facing formula (exercises.nb04.transfer_ms) must be the library's link."""
-    from edit_course.exercises.nb04 import transfer_ms
-    from edit_lab.core.comm import LinkModel
-
-    for nbytes, latency_ms, mbps in ((99_072, 2.0, 20.0), (1, 0.0, 1.0), (10**9, 5.0, 1000.0)):
-        want_ms = LinkModel.of(latency_ms, mbps).transfer_time(nbytes) * 1e3
-        assert transfer_ms(nbytes, latency_ms, mbps) == pytest.approx(want_ms)
-
-
 def test_a_time_budget_runs_blocked_time_counts_every_step_each_replica_trained():
     """replica_table's window is each replica's own step count with a time budget (the fast replica of the
     shipped A-EDiT example trained 157 steps, RunConfig.steps says 24): it leaves out only the closing sync."""

@@ -1,4 +1,4 @@
-"""edit_lab/hooks.py: a reader's function shipped to the ranks as source, refused before launch when it cannot run."""
+"""edit_lab/hooks/: a reader's function shipped to the ranks as source, refused before launch when it cannot run."""
 
 from __future__ import annotations
 
@@ -506,7 +506,7 @@ def test_rules_are_parsed_and_compiled_one_at_a_time(monkeypatch):
                         inside[0] -= 1
         return run
 
-    monkeypatch.setattr(hooks.ast, "parse", slowly(ast.parse))
+    monkeypatch.setattr(ast, "parse", slowly(ast.parse))  # the module every rule is parsed with
     monkeypatch.setattr(builtins, "compile", slowly(builtins.compile))
     source = "def rule(step, replica, compute_s):\n    return 0.0\n"
     got: list = []
