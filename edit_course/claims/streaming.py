@@ -187,3 +187,41 @@ def winner_line(runs: Mapping[str, Sequence[RunLike]], at: str) -> str:
         line += "; Streaming DiLoCo does not win here"
     print(line, flush=True)
     return line
+
+
+# ------------------------------------------------------------------------------------------------ wire formats
+def per_sync_bytes(run: RunLike) -> float:
+    """Bytes one rank sends per pseudo-gradient collective, the mean over the run (rank 0's `sync_reduce` events:
+    what it sends on a ring, `wire.ring_bytes`): the format's price of one sync, whatever the steps trained."""
+    events = sync_events(run)
+    return sum(int(e["bytes"] or 0) for e in events) / max(len(events), 1)
+
+
+def wire_table(runs: Mapping[str, Sequence[RunLike]], reference: str) -> pd.DataFrame:
+    """One row per wire format (its runs: one per seed): bytes per sync and their ratio to `reference`'s, MB sent,
+    syncs and steps trained in the same seconds, final validation loss; means over the seeds."""
+    ref = statistics.mean(per_sync_bytes(r) for r in runs[reference])
+    rows = []
+    for fmt, rs in runs.items():
+        b = statistics.mean(per_sync_bytes(r) for r in rs)
+        rows.append({"wire format": fmt, "KB per sync": b / 1e3, f"÷ {reference}": b / ref,
+                     "MB sent": statistics.mean(loss_points(r)["mb"].max() for r in rs),
+                     "syncs": statistics.mean(len(sync_events(r)) for r in rs),
+                     "steps": statistics.mean(trained_steps(r) for r in rs),
+                     "val loss at the end": statistics.mean(final_loss(r) for r in rs)})
+    return pd.DataFrame(rows).set_index("wire format")
+
+
+def sends_at_most(a: Sequence[RunLike], b: Sequence[RunLike], fraction: float, a_name: str, b_name: str) -> Verdict:
+    """`a` sends at most `fraction` of `b`'s bytes per sync, in every seed (a property of the format and R)."""
+    ratios = [per_sync_bytes(x) / per_sync_bytes(y) for x, y in zip(a, b)]
+    return verdict(f"{a_name} sends at most {fraction:g} of {b_name}'s bytes per sync", bool(ratios) and
+                   max(ratios) <= fraction, "per seed " + ", ".join(f"{x:.3f}" for x in ratios))
+
+
+def more_steps(a: Sequence[RunLike], b: Sequence[RunLike], a_name: str, b_name: str) -> Verdict:
+    """`a` trains more steps than `b` in the same seconds, in every seed: on a slow link a smaller sync is a shorter
+    one, and the seconds it no longer waits become steps (the virtual clock: the same on any machine)."""
+    pairs = [(trained_steps(x), trained_steps(y)) for x, y in zip(a, b)]
+    return verdict(f"{a_name} trains more steps than {b_name} in the same seconds", bool(pairs) and
+                   all(x > y for x, y in pairs), "; ".join(f"{x} against {y}" for x, y in pairs))

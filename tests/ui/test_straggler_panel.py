@@ -74,6 +74,9 @@ def test_straggler_panel_reruns_from_the_browser(open_notebook):
     assert readout.inner_text().strip() == f"{target:.2f}", \
         f"the slider shows {readout.inner_text()!r} after {abs(keys)} key presses, expected {target:.2f}"
     nb.screenshot("slider-moved", panel)
+    # the readout is the browser's; the kernel may still be drawing the preview of an earlier key press, and a click
+    # it reads before the last value would run that one (seen on a busy machine: a run at x2.5 for a slider at 3)
+    nb.wait_idle(60, "the kernel to take the slider's last value")
 
     # press Run: a real run with the slow replica, then the figures redraw
     button.click()
