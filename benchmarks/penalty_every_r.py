@@ -14,7 +14,7 @@ Two replay sets, each split into seeds that choose and seeds held out:
 
 The choice, on the choosing parts: no case locked out, no flag from a shared rise (either set), every spike
 caught, at most 0.5 % of real healthy replica-syncs flagged; then the most of the real bad replica caught, then
-the fewest healthy flags. Both sets are replayed with `penalty.replay_units`, the engine's own `decide_sync`.
+the fewest healthy flags. Both sets are replayed with `penalty.replay_units`, the engine's own `judge_replicas`.
 
     python benchmarks/penalty_every_r.py    # about 3 minutes on one core; writes results/penalty_every_r.json
 """

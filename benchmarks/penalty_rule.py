@@ -14,7 +14,7 @@ Decision D11 of docs/edit-method.md, by measurement, in three stages:
    healthy, with a replica fed bad data (random bytes, shuffled rows, the byte ramp) and with a spike.
 
 2. **replay** every series through each candidate (`candidates`) with `edit_lab.core.penalty.replay_units`,
-   the engine's own `decide_sync` (tested against the engine in tests/course/distributed/test_penalty_runs.py),
+   the engine's own `judge_replicas` (tested against the engine in tests/course/distributed/test_penalty_runs.py),
    and measure, separately on the seeds that choose and on the held-out seeds:
 
    - *healthy flagged*: judged (replica, sync) pairs of healthy replicas with a weight of 0 on some unit,

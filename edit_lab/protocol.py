@@ -133,7 +133,7 @@ class Decision(NamedTuple):
     One row of the gathered float64 tensor `decisions[replica, unit, column]`: packed from a `Decision`,
     read back by name through `COLUMN`, so the packing and every reader share this one layout. A replica
     sends its G and k (and, in the outlier column, `exclude_trouble`'s answer); every rank then fills in
-    the rest for every replica from every replica's detectors (`penalty.decide_sync`, D11).
+    the rest for every replica from every replica's detectors (`penalty.judge_replicas`, D11).
     """
 
     G: float  # the replica's pseudo-gradient norm of the unit

@@ -323,7 +323,7 @@ IN_LINE, BELOW_ENTRY, MEMORY, BACK, UNARMED = "z ≤ δ·f", "q ≤ κ_e", "memo
 def decisions(run: Run) -> pd.DataFrame:
     """Every recorded penalty decision with the reason for it, from the replay of the run's own norms.
 
-    The run's recorded G and local steps go through `penalty.decide_sync` sync by sync with fresh detectors, as
+    The run's recorded G and local steps go through `penalty.judge_replicas` sync by sync with fresh detectors, as
     `EDiTMethod.start_sync` takes them (the replay is the engine's decisions: tests/distributed); before each sync
     the replay reads what the record does not hold: whether each detector was armed, and under D15 where fewer
     than 3 peers are judged on the unit at that sync (`penalty.needs_memory`) how many σ each replica's own G/k
@@ -343,7 +343,7 @@ def decisions(run: Run) -> pd.DataFrame:
     - the rest, said as it is: the closing sync not judged, a replica that trained no step, the anomaly filter
       off, the per-unit rule (peers off or one replica: `z > δ·f` or `re-admitted`).
     """
-    from edit_lab.core.penalty import MAJORITY, PenaltyConfig, decide_sync, needs_memory
+    from edit_lab.core.penalty import MAJORITY, PenaltyConfig, judge_replicas, needs_memory
 
     pt = penalty_table(run)
     cols = ["step", "unit", "replica", "G", "q", "z", "threshold", "own_z", "outlier", "replayed", "weight", "reason"]
@@ -369,7 +369,7 @@ def decisions(run: Run) -> pd.DataFrame:
                 and math.isfinite(x[r][u]) else math.nan for u in range(U)] for r in range(R)]
         armed = [[dets[r][u].armed for u in range(U)] for r in range(R)]
         was = [any(d.streak > 0 for d in dets[r]) for r in range(R)]
-        got = decide_sync(cfg, dets, norms, k, judge=not closing, memory=memory)
+        got = judge_replicas(cfg, dets, norms, k, judge=not closing, memory=memory)
         for r in range(R):
             units = []  # per unit: (enters, stays, non-finite, detector flags, q > κ_e, moved, q > κ_m)
             for u in range(U):

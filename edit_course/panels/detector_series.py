@@ -233,7 +233,7 @@ def flagged(config: PenaltyConfig, case: ReplayCase) -> list[list[bool]]:
 
 
 def score(config: PenaltyConfig, cases: list[ReplayCase]) -> ReplayScore:
-    """Replay every case through `config` (the engine's own `decide_sync`) and count what `ReplayScore` says."""
+    """Replay every case through `config` (the engine's own `judge_replicas`) and count what `ReplayScore` says."""
     s = ReplayScore()
     for case in cases:
         out = flagged(config, case)

@@ -101,11 +101,11 @@ def costs_for(cfg: RunConfig) -> Any:
     """The costs the virtual clock runs `cfg` on.
 
     Given ones (`clock_costs`) must have been measured on cfg's model, shards and seq_len (a batch size is
-    scaled linearly: `sim.predict.check_compatible`, which refuses the rest). The default, the shipped
+    scaled linearly: `sim.predict.costs_fit`, which refuses the rest). The default, the shipped
     example's calibration, is scaled to any model: each unit's compute by its parameters and by the tokens
     a rank computes per step (batch_size × seq_len), which is a FLOP proxy, not a measurement.
     """
-    from edit_lab.clock.sim.predict import check_compatible
+    from edit_lab.clock.sim.predict import costs_fit
 
     if cfg.clock_costs is not None:
         try:
@@ -113,10 +113,10 @@ def costs_for(cfg: RunConfig) -> Any:
         except (OSError, ValueError, TypeError) as e:
             raise ConfigError(f"clock_costs={cfg.clock_costs!r} is not allowed: a real run directory or a costs "
                               f"JSON ({e})") from None
-        return check_compatible(cfg, costs)
+        return costs_fit(cfg, costs)
     costs = load_costs(example_dir())
     if (costs.model, costs.shards, costs.seq_len) == (cfg.model, cfg.shards, cfg.seq_len):
-        return check_compatible(cfg, costs)
+        return costs_fit(cfg, costs)
     return scaled_to(costs, cfg)
 
 
@@ -289,12 +289,12 @@ def predict_time_only(cfg: RunConfig, costs: Any) -> Any:
     The summary is summary.json's (`rundir.summarize`, the same definitions the simulator copies); the
     events are the shard-0 ranks' (a replica's ranks move together), as the simulator's; the rounds are
     A-EDiT's meetings as replica 0 saw them. No file is written."""
-    from edit_lab.clock.sim.predict import Prediction, check_compatible
+    from edit_lab.clock.sim.predict import Prediction, costs_fit
     from edit_lab.records.events import CROSS_REPLICA_GROUPS, is_cross_replica
     from edit_lab.records.overlap import Overlap
     from edit_lab.records.rundir import merge_metrics, summarize
 
-    costs = check_compatible(cfg, costs)
+    costs = costs_fit(cfg, costs)
     cfg = cfg.replace(clock="virtual", virtual_compute="charged", progress=False, out=None)
     if cfg.grad_all_reduce_rule is not None:
         raise ConfigError("grad_all_reduce_rule=... is not allowed in a preview: None (a time-only run times the "

@@ -20,7 +20,7 @@ SYNC(l) penalises a replica's pseudo-gradient Δ_r = a − θ_r of unit l in thr
    rest of the run.
    `enter_ratio=0, memory_threshold=0, majority_ratio=0` is D11 as first chosen. With `peers` off each unit is
    judged alone on G_r/k_r (or G_r), as the authors' detector does, with the re-admission of D10
-   (`readmitted_replicas`); both remain options. `decide_sync` takes one sync's decisions for every replica and
+   (`readmitted_replicas`); both remain options. `judge_replicas` takes one sync's decisions for every replica and
    unit, as the engine does; `replay` runs it over recorded norms.
 2. **weighting**: `softmax_weights` gives the replicas with smaller norms more weight (softmax of −G/T),
    anomalous replicas none.
@@ -46,7 +46,7 @@ from edit_lab.detector import AnomalyDetector, PenaltyValueError, _check_positiv
 from edit_lab.penalty_config import AUTHORS_DETECTOR, PenaltyConfig
 
 __all__ = ["AUTHORS_DETECTOR", "CLIP_EPS", "MAJORITY", "AnomalyDetector", "Judged", "PenaltyConfig",
-           "PenaltyValueError", "clip_factor", "decide_sync", "excluded_from_weights", "keeps_memory",
+           "PenaltyValueError", "clip_factor", "judge_replicas", "excluded_from_weights", "keeps_memory",
            "needs_memory", "outer_step_skipped", "peer_ratios", "readmitted_replicas", "replay", "replay_units",
            "softmax_weights", "step_scaled_norms"]
 
@@ -183,7 +183,7 @@ def readmitted_replicas(flagged: Sequence[bool], streaks: Sequence[int], judged:
 
 
 class Judged(NamedTuple):
-    """One replica's decision on one unit at one sync, as `decide_sync` takes it (the engine and `replay`)."""
+    """One replica's decision on one unit at one sync, as `judge_replicas` takes it (the engine and `replay`)."""
 
     outlier: bool
     readmitted: bool
@@ -234,7 +234,7 @@ def _judged(det: AnomalyDetector, x: float) -> tuple[bool, list[Any]]:
     return det.is_outlier(x), [det.z(x), det.current_threshold(), limit, mean, std]
 
 
-def decide_sync(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDetector]],
+def judge_replicas(config: PenaltyConfig, detectors: Sequence[Sequence[AnomalyDetector]],
                 norms: Sequence[Sequence[float]], steps: Sequence[int], judge: bool = True,
                 whole_replica: bool = True, memory: Sequence[Sequence[AnomalyDetector]] | None = None
                 ) -> list[list[Judged]]:
@@ -468,7 +468,7 @@ def replay_units(config: PenaltyConfig, norms: Sequence[Sequence[Sequence[float]
 
     `norms[r][u][i]` is replica r's G of unit u at sync i (NaN for a non-finite one), `steps[r][i]` its local
     steps in that round, `closing[i]` True for the closing sync of `finalize` (not judged: it keeps the last
-    verdict). Fresh detectors, one per replica and unit, then `decide_sync` sync by sync, as
+    verdict). Fresh detectors, one per replica and unit, then `judge_replicas` sync by sync, as
     `EDiTMethod.start_sync` does. Returns `[r][u][i]`. For measuring settings offline
     (`benchmarks/penalty_defaults.py`, `benchmarks/penalty_rule.py`) and testing them on recorded series.
     """
@@ -479,7 +479,7 @@ def replay_units(config: PenaltyConfig, norms: Sequence[Sequence[Sequence[float]
     memory = [[config.new_detector() for _ in range(U)] for _ in range(R)]  # D15's own history of G/k
     out: list[list[list[Judged]]] = [[[] for _ in range(U)] for _ in range(R)]
     for i in range(n):
-        sync = decide_sync(config, dets, [[float(norms[r][u][i]) for u in range(U)] for r in range(R)],
+        sync = judge_replicas(config, dets, [[float(norms[r][u][i]) for u in range(U)] for r in range(R)],
                            [int(steps[r][i]) for r in range(R)], judge=not (closing and closing[i]),
                            whole_replica=whole_replica, memory=memory)
         for r in range(R):

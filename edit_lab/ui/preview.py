@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from edit_lab.clock.calibrate import calibrate
 from edit_lab.clock.costs import Costs
-from edit_lab.clock.sim.predict import Prediction, check_compatible, simulate
+from edit_lab.clock.sim.predict import Prediction, costs_fit, simulate
 from edit_lab.config import ConfigError, RunConfig
 from edit_lab.viz.preview import comparison_html, preview_figure
 
@@ -84,7 +84,7 @@ class LabPreview:
         cfg = self.config()
         try:
             cfg.validate()
-            check_compatible(cfg, self.costs)
+            costs_fit(cfg, self.costs)
         except ConfigError:
             return None
         if self.path == "time_only":

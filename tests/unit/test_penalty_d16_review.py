@@ -1,6 +1,6 @@
 """An independent review of D16 (edit-method.md §4, §7): the pseudo-gradient penalty's edges, probed as an adversary.
 
-Every series goes through the engine's own `decide_sync` (directly, or through `penalty.replay_units`). Three probes
+Every series goes through the engine's own `judge_replicas` (directly, or through `penalty.replay_units`). Three probes
 failed on the rule as first written (a stale flag beside non-finite peers froze every unit; an unarmed memory
 vetoed a stay at a sync judging three; a replica with a NaN unit was released on its others): fixed, they pass.
 """
@@ -15,7 +15,7 @@ import pytest
 from edit_lab.core.penalty import (
     Judged,
     PenaltyConfig,
-    decide_sync,
+    judge_replicas,
     needs_memory,
     outer_step_skipped,
     peer_ratios,
@@ -46,7 +46,7 @@ def _out(got, r: int, i: int) -> bool:
 
 
 class Run:
-    """decide_sync sync by sync (as replay_units does), keeping the detectors to look at after each sync."""
+    """judge_replicas sync by sync (as replay_units does), keeping the detectors to look at after each sync."""
 
     def __init__(self, config: PenaltyConfig, R: int, U: int) -> None:
         self.config = config
@@ -54,7 +54,7 @@ class Run:
         self.memory = [[config.new_detector() for _ in range(U)] for _ in range(R)]
 
     def sync(self, norms, steps, judge=True, whole_replica=True) -> list[list[Judged]]:
-        return decide_sync(self.config, self.dets, norms, steps, judge=judge, whole_replica=whole_replica,
+        return judge_replicas(self.config, self.dets, norms, steps, judge=judge, whole_replica=whole_replica,
                            memory=self.memory)
 
     def states(self):
@@ -318,7 +318,7 @@ def test_a_single_replica_uses_d10_and_freezes_at_most_k_minus_1_syncs():
     got = replay_units(D, [[[5.0] * 6 + [math.nan] * 4]], [[5] * 10])
     assert [j.outlier for j in got[0][0]] == [False] * 6 + [True] * 4 and not any(j.readmitted for j in got[0][0])
     dets = [[D.new_detector()]]
-    decide_sync(D, dets, [[1.0]], [1], memory=None)
+    judge_replicas(D, dets, [[1.0]], [1], memory=None)
 
 
 @pytest.mark.parametrize("R", WIDTHS)
@@ -430,7 +430,7 @@ def test_memory_threshold_0_keeps_no_memory_and_needs_none():
     for R in (2, 3, 4):
         dets = [[c.new_detector()] for _ in range(R)]
         for i in range(6):
-            decide_sync(c, dets, [[5.0 + r * 0.1] for r in range(R)], [5] * R, memory=None)
+            judge_replicas(c, dets, [[5.0 + r * 0.1] for r in range(R)], [5] * R, memory=None)
     run = Run(c, 2, 1)
     for i in range(6):
         run.sync([[5.0], [5.2]], [5, 5])

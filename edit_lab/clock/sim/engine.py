@@ -5,7 +5,7 @@ Each replica is a Python generator (its program, `programs.py`) that yields requ
     Work(kind, seconds)          the replica computes (or spins): its clock moves on
     Local(kind, seconds)         a blocking shard-group exchange (inside the replica: a fixed cost; none
                                  with one shard, where `Comm` exchanges nothing)
-    Issue(kind, nbytes, payload) a sync-group collective; the answer is a Handle
+    Issue(kind, nbytes, payload) a sync-group collective; the answer is a SimHandle
     Wait(handle)                 block until the collective is complete; the answer is every replica's payload
     Quorum(m, pause_s)           backup workers' rendezvous: among the first m ready? (no transfer, no wait)
     Now()                        the replica's clock
@@ -74,7 +74,7 @@ class Quorum:
 
 @dataclass
 class Wait:
-    handle: "Handle"
+    handle: "SimHandle"
 
 
 @dataclass
@@ -97,7 +97,7 @@ class Row:
 
 
 @dataclass
-class Handle:
+class SimHandle:
     """One replica's view of one sync-group collective."""
 
     index: int
@@ -132,7 +132,7 @@ class ReplicaState:
     program: Program
     t: float = 0.0
     step: int = 0
-    blocked: Handle | None = None
+    blocked: SimHandle | None = None
     asked: int | None = None  # the quorum it waits on (`Quorum`), by index
     blocked_at: float = 0.0
     finished: bool = False
@@ -175,7 +175,7 @@ class Engine:
                             "t1": t1, "bytes": nbytes, "group": group, "data": data})
 
     # ------------------------------------------------------------------------------ collectives
-    def _issue(self, st: ReplicaState, req: Issue) -> Handle:
+    def _issue(self, st: ReplicaState, req: Issue) -> SimHandle:
         n = self.issued_count[st.replica]
         self.issued_count[st.replica] += 1
         if n == len(self.collectives):
@@ -189,7 +189,7 @@ class Engine:
         c.payloads[st.replica] = req.payload
         if len(c.issued) == self.R:
             self._complete_ready()
-        return Handle(n, req.kind, req.unit, c.nbytes, st.t, st.step, req.blocking)
+        return SimHandle(n, req.kind, req.unit, c.nbytes, st.t, st.step, req.blocking)
 
     def _complete_ready(self) -> None:
         """Give completion times, in issue order, to every collective all replicas have issued."""
@@ -217,7 +217,7 @@ class Engine:
             self.add(st, "straggle", t0, st.t, **req.data, abandoned=not member)
         return member
 
-    def _finish_wait(self, st: ReplicaState, h: Handle, w0: float) -> Any:
+    def _finish_wait(self, st: ReplicaState, h: SimHandle, w0: float) -> Any:
         c = self.collectives[h.index]
         assert c.end is not None
         end = max(c.end, w0)

@@ -53,7 +53,7 @@ class Prediction:
         return out
 
 
-def check_compatible(cfg: RunConfig, costs: Costs) -> Costs:
+def costs_fit(cfg: RunConfig, costs: Costs) -> Costs:
     """The costs for `cfg`'s batch size; a ConfigError when they were measured on another model or mesh.
 
     Compute scales with the tokens a rank processes per step (batch_size × seq_len at a fixed model);
@@ -77,7 +77,7 @@ def simulate(cfg: RunConfig, costs: Costs, keep_events: bool = True) -> Predicti
         raise ConfigError(f"grad_all_reduce_rule={first[:80]!r} is not allowed in a preview: None (the simulator "
                           f"times the built-in all-reduce, one collective per unit, not the collectives a rule "
                           f"issues; launch the run to time yours)")
-    costs = check_compatible(cfg, costs)
+    costs = costs_fit(cfg, costs)
     if getattr(cfg, "sync_group_rule", None) is not None:  # notebook 03's exercise: other sync groups
         from edit_lab.core.mesh import configured_sync_groups
 
@@ -95,7 +95,7 @@ def simulate(cfg: RunConfig, costs: Costs, keep_events: bool = True) -> Predicti
     rows = [row for st in engine.states for row in st.rows]
     train = sorted((r for r in rows if r["kind"] == "train"), key=lambda r: (r["step"], r["replica"]))
     waits = sync_wait(engine) if keep_events else {st.replica: length(merge(st.exposed)) for st in engine.states}
-    summary = summarize(cfg, train, waits, [p.end_s for p in programs])
+    summary = predicted_summary(cfg, train, waits, [p.end_s for p in programs])
     rounds = getattr(programs[0], "rounds", [])
     return Prediction(cfg, costs, summary, engine.events, train, rounds)
 
@@ -107,7 +107,7 @@ def sync_wait(engine: Engine) -> dict[int, float]:
     return Overlap(events).replica_blocked_s(events, engine.S)
 
 
-def summarize(cfg: RunConfig, train: list[dict[str, Any]], waits: dict[int, float],
+def predicted_summary(cfg: RunConfig, train: list[dict[str, Any]], waits: dict[int, float],
               ends: list[float]) -> dict[str, Any]:
     """summary.json's throughput keys, with `rundir.summarize`'s definitions."""
     wall = max((m["t"] for m in train), default=0.0)

@@ -1,12 +1,12 @@
 """What each replica does, step by step, per method: the worker's loop and the methods' hooks, in time only.
 
-This mirrors `worker.Trainer.run`/`train_step` and the hooks of `edit_lab/core/methods/*.py` one for one
+This mirrors `trainer.Trainer.run`/`train_step` and the hooks of `edit_lab/core/methods/*.py` one for one
 (same names, same order, same sync-group collectives with the same kinds and sizes), with every
 tensor operation replaced by its cost. When a method changes *when* it talks to the other replicas,
 this file changes with it; `tests/unit/test_simulate.py` checks the collectives' kinds and counts
 against the methods' schedules, and `tests/distributed/test_sim_matches_virtual.py` checks every rank's
 collectives and every step's end against the virtual clock, which runs the methods' own code on the
-same costs (`crosscheck.py`): they agree to float rounding.
+same costs (`tests/distributed/sim_crosscheck.py`): they agree to float rounding.
 
 - sync: every step, each unit's gradient shard is all-reduced, started during the backward as soon as the
   unit's shard is final (`ShardedModel._after_reduce_scatter`'s rule: at the end of the unit's backward with
@@ -36,7 +36,7 @@ from __future__ import annotations
 from typing import Any
 
 from edit_lab.clock.costs import Costs
-from edit_lab.clock.sim.engine import Handle, Issue, Local, Wait, Work
+from edit_lab.clock.sim.engine import Issue, Local, SimHandle, Wait, Work
 from edit_lab.clock.sim.replica import F64, BackupProgram, Gen, ReplicaProgram, random_pause  # noqa: F401
 from edit_lab.config import RunConfig
 from edit_lab.core.wire import collective_op, padded, wire_tensor_bytes
@@ -165,7 +165,7 @@ class CO2Program(DiLoCoProgram):
 
     def __init__(self, cfg: RunConfig, costs: Costs, replica: int) -> None:
         super().__init__(cfg, costs, replica)
-        self.in_flight: Handle | str | None = None  # "local": one replica, nothing travels
+        self.in_flight: SimHandle | str | None = None  # "local": one replica, nothing travels
 
     def create_anchors(self, step: int) -> None:
         super().create_anchors(step)
@@ -178,10 +178,10 @@ class CO2Program(DiLoCoProgram):
         yield from self.land(previous)
         self.sync_finished(step)
 
-    def land(self, pending: Handle | str | None) -> Gen:
+    def land(self, pending: SimHandle | str | None) -> Gen:
         if pending is None:  # nothing in flight (the first boundary)
             return
-        if isinstance(pending, Handle):
+        if isinstance(pending, SimHandle):
             yield Wait(pending)
         yield Work("outer_step", sum(self.costs.outer_step_s))
 
@@ -202,7 +202,7 @@ class EDiTProgram(LocalSGDProgram):
         super().__init__(cfg, costs, replica)
         self.syncing = False
         self.sync_step = 0
-        self.pending: dict[int, Handle | None] = {}
+        self.pending: dict[int, SimHandle | None] = {}
         # a reader's sync order (RunConfig.sync_schedule_rule): per unit, the issues and waits of its pre-forward
         rule = getattr(cfg, "sync_schedule_rule", None)
         self.plan = None
@@ -350,7 +350,7 @@ class StreamingDiLoCoProgram(LocalSGDProgram):
         self.delay = cfg.fragment_sync_delay
         # the schedule the ranks follow: the library's fragment_landing, or the reader's rule (no torch)
         self.landing = fragment_schedule_of(getattr(cfg, "fragment_schedule_rule", None))
-        self.in_flight: tuple[int, Handle | None, int] | None = None  # (fragment, its all-reduce, landing step)
+        self.in_flight: tuple[int, SimHandle | None, int] | None = None  # (fragment, its all-reduce, landing step)
         self.fragment_last = [cfg.warmup_steps] * cfg.fragments
 
     def create_anchors(self, step: int) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from edit_lab.clock.costs import Costs
-from edit_lab.clock.sim.engine import Handle, Issue, Local, Now, Quorum, Row, Step, Wait, Work
+from edit_lab.clock.sim.engine import Issue, Local, Now, Quorum, Row, SimHandle, Step, Wait, Work
 from edit_lab.config import RunConfig
 
 Gen = Generator[Any, Any, Any]
@@ -51,7 +51,7 @@ class ReplicaProgram:
         self.tokens = cfg.shards * cfg.batch_size * cfg.seq_len
         self.end_s = 0.0
         self.coarse = False  # one forward and one backward span per step where no unit hook runs (no events kept)
-        self.grads_in_flight: list[Handle] = []  # gradient all-reduces issued during this step's backward
+        self.grads_in_flight: list[SimHandle] = []  # gradient all-reduces issued during this step's backward
 
     # ------------------------------------------------------------------ sync-group helpers
     def exchange(self, kind: str, nbytes: int, payload: Any, unit: int | None = None, op: str = "all_reduce") -> Gen:

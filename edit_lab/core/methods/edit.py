@@ -6,7 +6,7 @@ At the start of a sync step's forward (edit-method.md §4):
    unit (a squared-norm all-reduce in the shard group, all units in one message);
 2. *decisions* — one small all-gather over the sync group shares every replica's G and local steps k
    for every unit; every rank then runs every replica's anomaly detectors on the same numbers
-   (`penalty.decide_sync`, D15: each replica's G/k over the median of its peers', q, judged by its
+   (`penalty.judge_replicas`, D15: each replica's G/k over the median of its peers', q, judged by its
    detector's history of q; a new flag needs q > κ_e, and with fewer than 3 peers its own G/k above its
    own memory `EDiTMethod.memory` by δ_m σ, to enter and to stay out; a flagged replica is out of every
    unit), so every rank takes the same decisions and computes the same softmax weights.
@@ -47,7 +47,7 @@ from edit_lab.core.penalty import (
     AnomalyDetector,
     PenaltyConfig,
     clip_factor,
-    decide_sync,
+    judge_replicas,
     excluded_from_weights,
     outer_step_skipped,
     softmax_weights,
@@ -172,7 +172,7 @@ class EDiTMethod(LocalSGDMethod):
     def start_sync(self, step: int, judge: bool = True, judge_full_round: bool = False) -> None:
         """Stages 1–2: every unit's norm, everyone's norms and steps, the anomaly decisions, the weights.
 
-        The decisions are `penalty.decide_sync`'s, taken on every rank from the gathered G and k with every
+        The decisions are `penalty.judge_replicas`'s, taken on every rank from the gathered G and k with every
         replica's detectors (D11), so every rank agrees without a second exchange.
 
         `judge=False` for the closing sync of `finalize`: its round is whatever was left when training
@@ -222,7 +222,7 @@ class EDiTMethod(LocalSGDMethod):
                                                     enabled=self.penalty.weighting))
 
     def decide(self, judge: bool) -> None:
-        """The anomaly decisions of this sync (`penalty.decide_sync`) written into the gathered decisions.
+        """The anomaly decisions of this sync (`penalty.judge_replicas`) written into the gathered decisions.
 
         Every rank runs every replica's detectors on the same gathered G and k, so every rank takes the same
         decisions (and holds the same detector states, checkpointed with the method)."""
@@ -230,7 +230,7 @@ class EDiTMethod(LocalSGDMethod):
         d = self.decisions
         trouble = d[:, :, COLUMN.outlier].clone()  # `exclude_trouble`: 1 where a replica knows it is in trouble
         steps = [int(v) for v in d[:, 0, COLUMN.steps].tolist()]
-        verdicts = decide_sync(self.penalty, self.detectors, d[:, :, COLUMN.G].tolist(), steps, judge=judge,
+        verdicts = judge_replicas(self.penalty, self.detectors, d[:, :, COLUMN.G].tolist(), steps, judge=judge,
                                memory=self.memory)
         for r, per_unit in enumerate(verdicts):
             for u, j in enumerate(per_unit):

@@ -5,7 +5,7 @@ rank waits for it. Streaming DiLoCo answers the same problem as EDiT's layer-wis
 
 - **fragments**: the model is cut into P fragments (here: runs of consecutive sync units, `schedule.fragment_units`),
   each with its own anchor and its own outer Nesterov optimizer (the lab's `OuterState`, stepped per unit);
-- **staggered**: fragment p syncs every H steps, offset by p·H/P (`schedule.fragment_landing`): one fragment's
+- **staggered**: fragment p syncs every H steps, offset by p·H/P (`protocol.fragment_landing`): one fragment's
   transfer every H/P steps, so the peak bandwidth per step is about 1/P of DiLoCo's. A reader's schedule
   (`RunConfig.fragment_schedule_rule`, notebook 09's exercise, edit_lab.hooks) replaces `fragment_landing` on
   every rank: a pure function of the step and the config, so every rank sends and lands the same fragment;

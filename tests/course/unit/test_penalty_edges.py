@@ -5,7 +5,7 @@
 - a majority of peers catches an onset before arming (U6), and a unit only one replica moved (its peers' median 0,
   q = inf) flags nobody before arming (U7).
 
-Every series is replayed with `penalty.replay_units`, the engine's own `decide_sync`.
+Every series is replayed with `penalty.replay_units`, the engine's own `judge_replicas`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import random
 import pytest
 
 from edit_course.panels.detector_series import ReplayCase, flagged
-from edit_lab.core.penalty import PenaltyConfig, decide_sync, needs_memory, outer_step_skipped, replay_units
+from edit_lab.core.penalty import PenaltyConfig, judge_replicas, needs_memory, outer_step_skipped, replay_units
 
 
 def _noisy(seed: str, n: int, level: float = 5.0) -> list[float]:
@@ -95,7 +95,7 @@ def test_needs_memory_counts_the_replicas_judged():
     assert [needs_memory(d, n) for n in (1, 2, 3, 4, 64)] == [False, True, True, False, False]
     dets = [[d.new_detector()] for _ in range(4)]
     with pytest.raises(ValueError, match="pass `memory`"):  # kept at every width: needed at 4 too
-        decide_sync(d, dets, [[1.0], [2.0], [1.0], [1.0]], [1, 1, 1, 1])
+        judge_replicas(d, dets, [[1.0], [2.0], [1.0], [1.0]], [1, 1, 1, 1])
 
 
 @pytest.mark.parametrize("R", [4, 8])
@@ -159,9 +159,9 @@ def test_a_replica_out_for_a_non_finite_norm_comes_back_before_its_memory_arms()
     d = PenaltyConfig()
     dets = [[d.new_detector()] for _ in range(2)]
     memory = [[d.new_detector()] for _ in range(2)]
-    decide_sync(d, dets, [[5.0], [5.0]], [5, 5], memory=memory)
-    out = decide_sync(d, dets, [[math.nan], [5.0]], [5, 5], memory=memory)
+    judge_replicas(d, dets, [[5.0], [5.0]], [5, 5], memory=memory)
+    out = judge_replicas(d, dets, [[math.nan], [5.0]], [5, 5], memory=memory)
     assert [out[r][0].outlier for r in range(2)] == [True, False] and dets[0][0].broke
-    out = decide_sync(d, dets, [[9.0], [5.0]], [5, 5], memory=memory)
+    out = judge_replicas(d, dets, [[9.0], [5.0]], [5, 5], memory=memory)
     assert [out[r][0].outlier for r in range(2)] == [False, False] and not dets[0][0].broke
     assert dets[0][0].state_dict()["broke"] is False

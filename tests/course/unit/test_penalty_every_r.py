@@ -2,7 +2,7 @@
 
 A healthy replica is never locked out after a bad episode ends, whatever the episode's shape (abrupt, a ramp, an
 onset before arming, a norm that falls), and the bad one is caught while an abrupt post-arming episode lasts.
-Every series is replayed with `penalty.replay_units`, the engine's own `decide_sync`.
+Every series is replayed with `penalty.replay_units`, the engine's own `judge_replicas`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from edit_course.panels.detector_series import ReplayCase, flagged, replay_set, 
 from edit_lab.core.penalty import (
     AnomalyDetector,
     PenaltyConfig,
-    decide_sync,
+    judge_replicas,
     excluded_from_weights,
     needs_memory,
     outer_step_skipped,
@@ -99,7 +99,7 @@ def test_the_memory_is_asked_only_without_a_majority_of_peers():
     assert not needs_memory(PenaltyConfig(peers=False), 2) and not needs_memory(PenaltyConfig(memory_threshold=0), 2)
     dets = [[d15.new_detector()] for _ in range(2)]
     with pytest.raises(ValueError, match="pass `memory`"):
-        decide_sync(d15, dets, [[1.0], [2.0]], [1, 1])
+        judge_replicas(d15, dets, [[1.0], [2.0]], [1, 1])
 
 
 def test_a_zero_over_zero_peer_ratio_is_not_comparable_and_flags_nobody():
@@ -144,9 +144,9 @@ def test_the_memory_of_every_replica_is_an_ordinary_detector_of_g_per_step():
     dets = [[d15.new_detector()] for _ in range(2)]
     memory = [[d15.new_detector()] for _ in range(2)]
     for _ in range(6):
-        decide_sync(d15, dets, [[10.0], [10.0]], [5, 5], memory=memory)
+        judge_replicas(d15, dets, [[10.0], [10.0]], [5, 5], memory=memory)
     assert memory[0][0].count == 6 and memory[0][0].mu() == pytest.approx(2.0)
-    out = decide_sync(d15, dets, [[10.0], [30.0]], [5, 5], memory=memory)
+    out = judge_replicas(d15, dets, [[10.0], [30.0]], [5, 5], memory=memory)
     assert [out[r][0].outlier for r in range(2)] == [False, True]
     assert memory[1][0].count == 6 and memory[0][0].count == 7
     assert isinstance(memory[0][0], AnomalyDetector)
