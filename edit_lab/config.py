@@ -90,7 +90,7 @@ class RunConfig(RunConfigChecks):
     replicas: int = knob(2, "R: sync group size", section=S_RUN, ge=1)
     sync_group_rule: str | None = knob(
         None, "the source of a Python function fn(rank, shards, replicas) -> list of ranks, the sync group of that "
-        "rank, from which every rank builds the sync groups instead of the mesh's own (edit_lab.hooks; None: the "
+        "rank, from which every rank builds the sync groups instead of the mesh's own (edit_lab.rules; None: the "
         "mesh's, the same shard index in every replica)", section=S_RUN)
     steps: int = knob(60, "inner optimizer steps (ignored with a time budget)", section=S_RUN, ge=1)
     time_budget: float = knob(0.0, "seconds of wall clock to train for; every replica trains as many steps as fit "
@@ -102,7 +102,7 @@ class RunConfig(RunConfigChecks):
         None, "the source of a Python function fn(grad, reduce_scatter, all_gather) -> this rank's gradient after "
         "the all-reduce, run on every rank for each unit's gradient shard instead of the built-in all-reduce over "
         "the sync group, given the run's real collectives (reduce_scatter: this rank's slice of the mean); sync, "
-        "and the warm-up of the local-SGD methods (edit_lab.hooks; None: the built-in all-reduce)", section=S_RUN)
+        "and the warm-up of the local-SGD methods (edit_lab.rules; None: the built-in all-reduce)", section=S_RUN)
     # --- model and data ---
     model: str = knob("tiny", "model size (edit_lab.model.SIZES)", section=S_DATA, choices=tuple(SIZES))
     seq_len: int = knob(64, "tokens (bytes) per sequence, at most the model's max_seq_len", section=S_DATA, ge=1)
@@ -128,7 +128,7 @@ class RunConfig(RunConfigChecks):
     sync_schedule_rule: str | None = knob(
         None, "the source of a Python function fn(n_units) -> list of (kind, unit) operations (issue, wait, "
         "all_gather, compute): the order of one EDiT/A-EDiT sync step's forward, run on every rank instead of "
-        "prefetch's (edit_lab.hooks; None: prefetch's)", section=S_SCHEDULE)
+        "prefetch's (edit_lab.rules; None: prefetch's)", section=S_SCHEDULE)
     cpu_offload: bool = knob(False, "keep anchor and outer momentum on the CPU between syncs", section=S_SCHEDULE)
     # --- outer optimizers ---
     outer_lr: float = knob(0.7, "outer learning rate of diloco, edit and aedit (co2 has its own: co2_outer_lr)",
@@ -139,7 +139,7 @@ class RunConfig(RunConfigChecks):
     outer_step_rule: str | None = knob(
         None, "the source of a Python function fn(anchor, delta_bar, buf, lr, momentum) -> (new_anchor, new_buf), "
         "run on every rank's anchor shards instead of torch's SGD, with outer_lr and outer_momentum (diloco, edit, "
-        "aedit; outer_nesterov is then the rule's to decide; edit_lab.hooks; None: the library's SGD)",
+        "aedit; outer_nesterov is then the rule's to decide; edit_lab.rules; None: the library's SGD)",
         section=S_OUTER)
     co2_outer_lr: float = knob(1.0, "CO2's outer learning rate (the authors' default 1.0)", section=S_OUTER,
                                gt=0.0, finite=True)
@@ -199,7 +199,7 @@ class RunConfig(RunConfigChecks):
                                          "with penalty_peers)", section=S_PENALTY, checked_by="penalty")
     penalty_weighting_rule: str | None = knob(
         None, "the source of a Python function fn(norms, temperature, anomalous) -> one weight per replica, run on "
-        "every rank instead of the softmax weights (edit_lab.hooks; None: the library's softmax_weights)",
+        "every rank instead of the softmax weights (edit_lab.rules; None: the library's softmax_weights)",
         section=S_PENALTY, checked_by="penalty")
     # --- A-EDiT ---
     sync_period: float = knob(1.0, "T_sync, seconds of wall clock between syncs (aedit: at most timeout_s/2)",
@@ -229,7 +229,7 @@ class RunConfig(RunConfigChecks):
         None, "the source of a Python function fn(step, warmup, interval, fragments) -> the fragment whose outer "
         "step lands at the start of step, or None, run on every rank of streaming_diloco with W, H and P instead "
         "of the staggered schedule (each fragment leaves fragment_sync_delay steps before it lands; "
-        "edit_lab.hooks; None: the library's fragment_landing)", section=S_STREAM)
+        "edit_lab.rules; None: the library's fragment_landing)", section=S_STREAM)
     wire_format: str = knob("none", "how pseudo-gradients travel over the sync group, every local-SGD method: none "
                             "(float32), bf16 (an all-reduce in bf16), int8 or int4 (codes and a scale per 256 "
                             "values, a quantised reduce-scatter then all-gather), sparseloco (SparseLoCo: per chunk "
@@ -257,7 +257,7 @@ class RunConfig(RunConfigChecks):
                                   finite=True)
     straggler_rule: str | None = knob(
         None, "the source of a Python function fn(step, replica, compute_s) -> seconds that replica pauses after "
-        "that step (0: none), run on every rank after every step, on top of the stragglers above (edit_lab.hooks; "
+        "that step (0: none), run on every rank after every step, on top of the stragglers above (edit_lab.rules; "
         "None: no rule)", section=S_LINK)
     link_latency_ms: float = knob(0.0, "latency of the simulated sync-group link, in milliseconds (0 and bandwidth "
                                   "0: no simulation)", section=S_LINK, ge=0.0, finite=True)
@@ -385,7 +385,7 @@ class RunConfig(RunConfigChecks):
                    for r in self.straggler_replicas):
             bad("straggler_replicas", f"replica indices in 0..{self.replicas - 1}")
         if self.straggler_rule is not None:
-            from edit_lab.hooks import straggler_problem  # no torch: the rule is called on a few inputs here
+            from edit_lab.rules import straggler_problem  # no torch: the rule is called on a few inputs here
 
             if (why := straggler_problem(self.straggler_rule)) is not None:
                 first = next((ln.strip() for ln in self.straggler_rule.splitlines() if ln.strip()), "")
@@ -393,7 +393,7 @@ class RunConfig(RunConfigChecks):
         if self.outer_step_rule is not None:
             self._check_outer_step_rule()
         if self.sync_group_rule is not None:
-            from edit_lab.hooks import (
+            from edit_lab.rules import (
                 sync_groups_problem,  # no torch: the rule is called for every rank of the mesh here
             )
 

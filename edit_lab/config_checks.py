@@ -76,13 +76,13 @@ class RunConfigChecks:
                 "leave a replica out (edit, aedit)")
 
     def _check_fragment_schedule_rule(self) -> None:
-        """A reader's fragment schedule (edit_lab.hooks): streaming_diloco only; probed on the run's steps with its
+        """A reader's fragment schedule (edit_lab.rules): streaming_diloco only; probed on the run's steps with its
         W, H, P and τ (no torch), after `_check_streaming` has accepted those."""
         first = next((ln.strip() for ln in str(self.fragment_schedule_rule).splitlines() if ln.strip()), "")
         if self.method != "streaming_diloco":
             raise ConfigError(f"fragment_schedule_rule={first[:80]!r} is not allowed with method={self.method!r}: "
                               f"the rule says which fragment lands when in streaming_diloco only")
-        from edit_lab.hooks import fragment_schedule_problem
+        from edit_lab.rules import fragment_schedule_problem
 
         steps = None if self.time_budget else self.steps
         if (why := fragment_schedule_problem(self.fragment_schedule_rule, self.warmup_steps, self.sync_interval,
@@ -90,7 +90,7 @@ class RunConfigChecks:
             raise ConfigError(f"fragment_schedule_rule={first[:80]!r} is not allowed: {why}")
 
     def _check_outer_step_rule(self) -> None:
-        """A reader's outer step (edit_lab.hooks): only where OuterState's SGD is the outer step; probed on tensors."""
+        """A reader's outer step (edit_lab.rules): only where OuterState's SGD is the outer step; probed on tensors."""
         first = next((ln.strip() for ln in self.outer_step_rule.splitlines() if ln.strip()), "")
         methods = ("diloco", "edit", "aedit", "streaming_diloco")
         if self.method not in methods:
@@ -100,26 +100,26 @@ class RunConfigChecks:
                    "co2_* settings"}.get(self.method, f"{self.method} has no outer optimizer")
             raise ConfigError(f"outer_step_rule={first[:80]!r} is not allowed with method={self.method!r}: the rule "
                               f"replaces the outer optimizer of {', '.join(methods)} only; {why}")
-        from edit_lab.hooks import outer_step_problem  # imports torch: the rule is called on a few small tensors
+        from edit_lab.rules import outer_step_problem  # imports torch: the rule is called on a few small tensors
 
         if (why := outer_step_problem(self.outer_step_rule, self.outer_lr, self.outer_momentum)) is not None:
             raise ConfigError(f"outer_step_rule={first[:80]!r} is not allowed: {why}")
 
     def _check_sync_schedule_rule(self, n_units: int) -> None:
-        """A reader's layer-wise sync order (edit_lab.hooks): EDiT and A-EDiT only; called once for the model's
+        """A reader's layer-wise sync order (edit_lab.rules): EDiT and A-EDiT only; called once for the model's
         unit count (no torch)."""
         first = next((ln.strip() for ln in str(self.sync_schedule_rule).splitlines() if ln.strip()), "")
         methods = [m for m in METHODS if capabilities(m).layerwise_sync]
         if self.method not in methods:
             raise ConfigError(f"sync_schedule_rule={first[:80]!r} is not allowed with method={self.method!r}: the "
                               f"rule orders the layer-wise sync inside the forward of {', '.join(methods)} only")
-        from edit_lab.hooks import sync_schedule_problem
+        from edit_lab.rules import sync_schedule_problem
 
         if (why := sync_schedule_problem(self.sync_schedule_rule, n_units)) is not None:
             raise ConfigError(f"sync_schedule_rule={first[:80]!r} is not allowed: {why}")
 
     def _check_grad_all_reduce_rule(self) -> None:
-        """A reader's gradient all-reduce (edit_lab.hooks): only where a gradient all-reduce over the sync group
+        """A reader's gradient all-reduce (edit_lab.rules): only where a gradient all-reduce over the sync group
         runs; probed on stand-in collectives of `replicas` threads (imports torch)."""
         first = next((ln.strip() for ln in self.grad_all_reduce_rule.splitlines() if ln.strip()), "")
 
@@ -135,7 +135,7 @@ class RunConfigChecks:
                    f"({where})")
         if self.replicas < 2:
             refuse("None with replicas=1: a single replica has no gradient all-reduce over the sync group")
-        from edit_lab.hooks import grad_all_reduce_problem  # imports torch: the rule runs on small stand-in tensors
+        from edit_lab.rules import grad_all_reduce_problem  # imports torch: the rule runs on small stand-in tensors
 
         if (why := grad_all_reduce_problem(self.grad_all_reduce_rule, self.replicas)) is not None:
             refuse(why)

@@ -55,7 +55,7 @@ class PenaltyConfig:
     enter_ratio: float = 1.6  # κ_e (D15, D16): a replica is newly flagged only on a unit above κ_e × its peers' (0: no)
     memory_threshold: float = 1.5  # δ_m (D15, D16): with < 3 peers, also G/k > its own mean + δ_m·σ (0: not asked)
     majority_ratio: float = 1.5  # κ_m (D16): with >= 3 peers, q > κ_m enters whatever its detector learnt (0: no)
-    weighting_rule: str | None = None  # a reader's rule instead of the softmax (edit_lab.hooks), as source
+    weighting_rule: str | None = None  # a reader's rule instead of the softmax (edit_lab.rules), as source
 
     @classmethod
     def of(cls, cfg: Any) -> "PenaltyConfig":
@@ -90,7 +90,7 @@ class PenaltyConfig:
         _check_positive("temperature", self.temperature, "T of the softmax weights")
         _check_positive("clip_norm", self.clip_norm, "phi, the largest norm of the aggregated pseudo-gradient")
         if self.weighting_rule is not None:
-            from edit_lab.hooks import weighting_problem
+            from edit_lab.rules import weighting_problem
 
             if (why := weighting_problem(self.weighting_rule)) is not None:
                 raise PenaltyValueError("weighting_rule", _first_line(self.weighting_rule), why)

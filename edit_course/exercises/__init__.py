@@ -239,9 +239,9 @@ def run_a_rule(launch_cfg: Callable[[], Any]) -> tuple[Any, CheckResult | None]:
     """(the run, None), or (None, the verdict) when a reader's rule kept the run from finishing: refused before
     any process started, failed on a rank (named, with its last traceback line), or anything else. Never raises.
 
-    `launch_cfg` builds the configuration from the rule's source and launches it (edit_lab.hooks)."""
+    `launch_cfg` builds the configuration from the rule's source and launches it (edit_lab.rules)."""
     from edit_lab.config import ConfigError
-    from edit_lab.hooks import RuleError
+    from edit_lab.rules import RuleError
     from edit_lab.runtime.launch import WorkerError
 
     try:

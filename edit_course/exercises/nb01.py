@@ -1,5 +1,5 @@
 """Checks for notebook 01 (synchronous data parallel): an all-reduce built from two collectives, on plain tensors and
-then run by every rank of a real run (`grad_all_reduce_rule`, edit_lab/hooks/, judged by the run's losses and
+then run by every rank of a real run (`grad_all_reduce_rule`, edit_lab/rules/, judged by the run's losses and
 checkpoints against the built-in all-reduce's run), and what a straggler costs.
 
 Synchronous training all-reduces every gradient shard over the sync group every step, so the
@@ -208,7 +208,7 @@ def _stand_in_answers(fn: Any, replicas: int) -> list | None:
     """The reader's raw answers on in-process stand-in collectives (no run), or None when it fails there."""
     import torch
 
-    from edit_lab.hooks import on_stand_ins
+    from edit_lab.rules import on_stand_ins
 
     gen = torch.Generator().manual_seed(1)
     try:
@@ -220,7 +220,7 @@ def _stand_in_answers(fn: Any, replicas: int) -> list | None:
 def check_all_reduce_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
     """Run the reader's all-reduce on every rank of a real run, and judge it by that run's results.
 
-    `fn(grad, reduce_scatter, all_gather)` is shipped to the ranks as source (`edit_lab.hooks`, the RunConfig
+    `fn(grad, reduce_scatter, all_gather)` is shipped to the ranks as source (`edit_lab.rules`, the RunConfig
     field `grad_all_reduce_rule`) and called by every rank for each unit's gradient shard at every step of a
     `method="sync"` run of `base` written to `out` (overwritten); `reduce_scatter` returns this rank's slice of the
     mean over the sync group, `all_gather` every replica's piece, both the run's real collectives. A reference run
@@ -234,7 +234,7 @@ def check_all_reduce_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
     the stand-in collectives or answers the wrong shape: a reduce-scatter without the all-gather), or one that
     failed on a rank (named). Never raises.
     """
-    from edit_lab.hooks import rule_source
+    from edit_lab.rules import rule_source
     from edit_lab.runtime.launch import launch
 
     call = "fn(grad, reduce_scatter, all_gather) -> this rank's gradient after the all-reduce"

@@ -5,7 +5,7 @@ is looked ahead once more): `check_outer_step` runs the reader's step against th
 `OuterState`. The first sync that changes the model is at step W+τ (step W only creates the
 anchors). A Local-SGD method sends one model shard over the sync group every τ steps instead of
 one gradient shard every step. And the reader's outer step in a real run (`outer_step_rule`,
-edit_lab/hooks/): `check_outer_step_in_a_run` ships it to every rank and judges the run's losses
+edit_lab/rules/): `check_outer_step_in_a_run` ships it to every rank and judges the run's losses
 against the same run with the library's step.
 """
 
@@ -322,7 +322,7 @@ def check_outer_step_in_a_run(fn: Any, base: Any, out: Any, reference: Any = Non
     """Run the reader's outer step on every rank of a real run, and judge it by that run's losses.
 
     `fn(anchor, delta_bar, buf, lr, momentum) -> (new_anchor, new_buf)` is shipped to the ranks as source
-    (`edit_lab.hooks`, the RunConfig field `outer_step_rule`) and replaces torch's SGD in every rank's
+    (`edit_lab.rules`, the RunConfig field `outer_step_rule`) and replaces torch's SGD in every rank's
     `OuterState.step`, on its own shard of each unit, in a run of `base` (diloco or edit; aedit on the virtual
     clock) written to `out` (overwritten). The same config with the library's step is the reference:
     `reference` (a Run or its directory, a run of `base`), or by default `<out>-library` next to `out`, reused
@@ -334,7 +334,7 @@ def check_outer_step_in_a_run(fn: Any, base: Any, out: Any, reference: Any = Non
     Δ̄) is "not answered yet" and launches nothing; a rule that cannot work is refused before any process
     starts, one that fails on a rank names the rank. Never raises.
     """
-    from edit_lab.hooks import rule_source
+    from edit_lab.rules import rule_source
     from edit_lab.runtime.launch import launch
 
     if (refused := not_a_function(fn, RULE_CALL)) is not None:

@@ -4,7 +4,7 @@ The mesh numbers ranks replica by replica (rank = r·S + s), so a shard group is
 consecutive ranks and a sync group takes every S-th rank: `check_sync_group_fn` runs the reader's
 function against `edit_lab.core.mesh.Mesh`. The anchor and the outer momentum are sharded like the
 parameters: 2·P/S float32 values per rank, where an unsharded DiLoCo keeps 2·P. And the same function
-used by a real run (`sync_group_rule`, edit_lab/hooks/): `check_sync_group_in_a_run` builds the run's sync
+used by a real run (`sync_group_rule`, edit_lab/rules/): `check_sync_group_in_a_run` builds the run's sync
 groups from it and judges the run against one with the mesh's own groups.
 """
 
@@ -118,7 +118,7 @@ def judge_sync_group_run(run: Any, ref: Any) -> tuple[bool, str]:
     the mesh's own groups: right when every train and validation loss is the same (bit for bit, or within
     LOSS_RTOL) and after the final sync every replica holds the same model (anchor checksums, validation spread)."""
     from edit_lab.core.mesh import Mesh
-    from edit_lab.hooks import sync_groups
+    from edit_lab.rules import sync_groups
 
     cfg = run.config
     S, R = cfg.shards, cfg.replicas
@@ -195,7 +195,7 @@ def check_sync_group_in_a_run(fn: Any, base: Any, out: Any, *, plain_check: bool
     validation loss at the first sync and at the end against the reference, the replicas that disagree); one
     that cannot run is refused before any process starts (`RunConfig` validation). Never raises.
     """
-    from edit_lab.hooks import rule_source
+    from edit_lab.rules import rule_source
     from edit_lab.runtime.launch import launch
 
     if (refused := not_a_function(fn, "fn(rank, shards, replicas) -> list of ranks")) is not None:

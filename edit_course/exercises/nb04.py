@@ -320,7 +320,7 @@ def check_schedule_in_a_run(schedule: Any, base: Any, out: Any) -> CheckResult:
 
     First `check_schedule`'s replay (on `base`'s unit count): a schedule it refuses is told so, and nothing is
     launched, except one whose only fault is a unit all-gathered before its sync is done, which the engine can
-    run (`edit_lab.hooks.sync_schedule_plan`): it runs, to show the damage. The schedule travels as the source of
+    run (`edit_lab.rules.sync_schedule_plan`): it runs, to show the damage. The schedule travels as the source of
     `RunConfig.sync_schedule_rule` into a run of `base` written to `out` (overwritten); a reference with
     `prefetch=False` and no rule is launched into `<out>-prefetch-off` (reused when it holds this very run).
     Right: the final parameters (every tensor, `torch.equal`) and every training loss are bit-for-bit the
@@ -329,7 +329,7 @@ def check_schedule_in_a_run(schedule: Any, base: Any, out: Any) -> CheckResult:
     structure, never a wall-clock comparison of two runs). Wrong, from the run: how many tensors differ and the
     first loss that differs, or bit-identical but nothing in flight during compute. Never raises.
     """
-    from edit_lab.hooks import RuleError, rule_source, sync_schedule_problem
+    from edit_lab.rules import RuleError, rule_source, sync_schedule_problem
     from edit_lab.core.model import SIZES
     from edit_lab.runtime.launch import launch
 

@@ -152,14 +152,14 @@ def _named_mistake(applied: list[float], softmax: list[float], norms: list[float
 def check_weighting_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
     """Run the reader's weighting rule on every rank of a real EDiT run, and judge it by that run's records.
 
-    `fn(norms, temperature, anomalous)` is shipped to the ranks as source (`edit_lab.hooks`, the RunConfig field
+    `fn(norms, temperature, anomalous)` is shipped to the ranks as source (`edit_lab.rules`, the RunConfig field
     `penalty_weighting_rule`) and replaces `softmax_weights` at every sync of a run of `base` written to `out`
     (overwritten). Right: at every sync and unit the weights the ranks applied equal the softmax of that sync's
     recorded norms within 1e-9. Wrong: the first sync where they differ, both weight vectors and what the rule
     seems to do. A rule that cannot run is refused before any process starts, or ends the run with the rank that
     failed; either is said, never raised.
     """
-    from edit_lab.hooks import rule_source
+    from edit_lab.rules import rule_source
     from edit_lab.records.analysis import penalty_table
     from edit_lab.runtime.launch import launch
 

@@ -3,7 +3,7 @@
 Idealised arithmetic (no communication time, steady step times) of what the notebook measures:
 step-based methods hold every replica to the same number of steps per round, so the fast one waits
 for the slow one's extra time; A-EDiT gives every replica the same *time* per round instead. And one
-straggler kind written by the reader (`straggler_rule`, edit_lab/hooks/), run on every rank of a real
+straggler kind written by the reader (`straggler_rule`, edit_lab/rules/), run on every rank of a real
 run and judged by that run's own pause events.
 """
 
@@ -137,7 +137,7 @@ def judge_throttle(pauses: dict[tuple[int, int], dict], steps_run: dict[int, set
 def check_straggler_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
     """Run the reader's straggler rule on every rank of a real run, and judge it by that run's pause events.
 
-    `fn(step, replica, compute_s)` is shipped to the ranks as source (`edit_lab.hooks`, the RunConfig field
+    `fn(step, replica, compute_s)` is shipped to the ranks as source (`edit_lab.rules`, the RunConfig field
     `straggler_rule`) and called after every step of a run of `base` written to `out` (overwritten), with the
     other stragglers off, so that every recorded pause is the rule's. Right: replica 1 paused after each of its
     odd steps, warm-up included, each pause as requested equal to the compute the step gave the rule within
@@ -146,7 +146,7 @@ def check_straggler_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
     A rule that cannot run is refused before any process starts, or ends the run with the rank that failed;
     either is said, never raised.
     """
-    from edit_lab.hooks import rule_source
+    from edit_lab.rules import rule_source
     from edit_lab.runtime.launch import launch
 
     if (refused := not_a_function(fn, "fn(step, replica, compute_s) -> seconds of pause")) is not None:

@@ -3,7 +3,7 @@
 The reader's `fn(step, warmup, interval, fragments)` (the fragment whose outer step lands at the start of `step`,
 or None) is first checked against the library's own `protocol.fragment_landing` on a grid of settings (cheap,
 and it names the first step where they part). Then it is shipped as the source of
-`RunConfig.fragment_schedule_rule` (edit_lab.hooks) into a real Streaming DiLoCo run, where every rank calls it
+`RunConfig.fragment_schedule_rule` (edit_lab.rules) into a real Streaming DiLoCo run, where every rank calls it
 instead of `fragment_landing` to decide which fragment's pseudo-gradient leaves and lands when, and that run is
 held against the library's run of the same configuration: the same landings (`syncs`: each fragment with the
 step it left and the step it landed) and the same final parameters, bit for bit. A check never raises.
@@ -126,7 +126,7 @@ def check_fragment_schedule(fn: Any, run: Any = None, out: Any = None) -> CheckR
         where = out if out is not None else f"{Path(run.path) if hasattr(run, 'path') else cfg.out}-my-schedule"
     except Exception as e:  # noqa: BLE001 - a check never raises at a student
         return not_yet(f"the run could not be read: {short_error(e, 300)}")
-    from edit_lab.hooks import RuleError, rule_source
+    from edit_lab.rules import RuleError, rule_source
     from edit_lab.runtime.launch import launch
 
     try:

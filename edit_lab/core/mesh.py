@@ -91,7 +91,7 @@ def configured_sync_groups(cfg: Any) -> list[list[int]] | None:
     """Every sync group of `cfg`'s mesh from its `sync_group_rule` (`rules.sync_groups`), or None: the mesh's own."""
     if getattr(cfg, "sync_group_rule", None) is None:
         return None
-    from edit_lab.hooks import sync_groups
+    from edit_lab.rules import sync_groups
 
     return sync_groups(cfg.sync_group_rule, cfg.shards, cfg.replicas)
 

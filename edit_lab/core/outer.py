@@ -9,7 +9,7 @@ momentum 0 the new anchor is exactly the average of the replicas (periodic model
 Each rank holds only its shard of the anchor and of the momentum: 2·P/S values, against 2·P for an
 unsharded DiLoCo. With `cpu_offload` they live on the CPU between syncs, freeing accelerator memory.
 
-A reader's outer step (`RunConfig.outer_step_rule`, `edit_lab.hooks.outer_step`, notebook 02's exercise)
+A reader's outer step (`RunConfig.outer_step_rule`, `edit_lab.rules.outer_step`, notebook 02's exercise)
 replaces torch's step: `fn(anchor, delta_bar, buf, lr, momentum) -> (new_anchor, new_buf)` on this rank's
 shard of the unit, with the optimizer's lr and momentum. Its buffer lives where torch keeps its own (the
 optimizer's `momentum_buffer`, zeros before the first step), so checkpoints, `numel` and a resume are
@@ -51,7 +51,7 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from edit_lab import hooks as rules
+from edit_lab import rules
 
 
 class OuterState:

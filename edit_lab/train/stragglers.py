@@ -11,7 +11,7 @@ Two kinds, as in the paper's experiments:
   A-EDiT sync);
 - *random*: each step, each replica pauses `random_pause_ms` with probability `random_pause_prob`,
   drawn from a generator seeded by (seed, replica, step), so a rerun pauses at the same steps;
-- a *rule* of the reader's (`straggler_rule`, edit_lab.hooks): `fn(step, replica, compute_s)` returns the
+- a *rule* of the reader's (`straggler_rule`, edit_lab.rules): `fn(step, replica, compute_s)` returns the
   seconds to pause after that step, given the step's own compute as above; added to the other two.
 
 Where the pause is spent: after the inner optimizer for every method but backup workers, whose replicas spend
@@ -53,7 +53,7 @@ class StragglerModel:
     rule: str | None = None  # the source of a reader's straggler rule (RunConfig.straggler_rule)
 
     def __post_init__(self) -> None:
-        from edit_lab.hooks import straggler
+        from edit_lab.rules import straggler
 
         self._rule = None if self.rule is None else straggler(self.rule)  # compiled once per rank
 

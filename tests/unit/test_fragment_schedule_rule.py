@@ -1,4 +1,4 @@
-"""A reader's fragment schedule (`RunConfig.fragment_schedule_rule`, edit_lab/hooks/), refused before launch.
+"""A reader's fragment schedule (`RunConfig.fragment_schedule_rule`, edit_lab/rules/), refused before launch.
 
 Each refusal names the field and says why the run could not go: the rule raises, answers a non-integer or a
 fragment outside 0..P−1, answers differently when asked twice (the ranks would disagree), lands a fragment
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from edit_lab import ConfigError
-from edit_lab.hooks import RuleError, fragment_schedule, fragment_schedule_of, fragment_schedule_problem
+from edit_lab.rules import RuleError, fragment_schedule, fragment_schedule_of, fragment_schedule_problem
 from edit_lab.protocol import fragment_landing
 from tests.helpers import small
 

@@ -39,7 +39,7 @@ from .test_import_cycles import import_graph
 LIBRARY = Path(edit_lab.__file__).parent
 COURSE = LIBRARY.parent / "edit_course"
 ENTRY = "entry"
-FOLDERS = {"hooks": 0, "records": 1, "core": 2, "train": 3, "clock": 4, "runtime": 5, "viz": 6, "ui": 7}
+FOLDERS = {"rules": 0, "records": 1, "core": 2, "train": 3, "clock": 4, "runtime": 5, "viz": 6, "ui": 7}
 #: Layer 6 draws records: it may import these layers only.
 VIZ_MAY_IMPORT = {0, 1, 6}
 

@@ -2,7 +2,7 @@
 
 The README, docs/*.md and the docstrings of edit_lab/ and edit_course/ name code as dotted paths
 (`edit_lab.core.penalty.softmax_weights`, `edit_course.exercises`) and as file paths (`edit_lab/core/comm.py`,
-`edit_lab/hooks/`). After a file moves, a name left behind sends a reader nowhere: each must import (a module, or
+`edit_lab/rules/`). After a file moves, a name left behind sends a reader nowhere: each must import (a module, or
 an attribute of one) or exist on disk.
 """
 
@@ -71,7 +71,7 @@ def test_every_named_module_exists():
 
 
 def test_a_stale_name_is_caught():
-    prose = [("x", "see `edit_lab.core.penalty.softmax_weights` and edit_lab/core/comm.py, edit_lab/hooks/; "
+    prose = [("x", "see `edit_lab.core.penalty.softmax_weights` and edit_lab/core/comm.py, edit_lab/rules/; "
                    "not edit_lab.model.no_such_name, edit_lab.schedule.fragment_landing or edit_lab/widgets.py")]
     assert stale(prose) == ["x: edit_lab.model.no_such_name", "x: edit_lab.schedule.fragment_landing",
                             "x: edit_lab/widgets.py"]

@@ -1,4 +1,4 @@
-"""edit_lab/hooks/: a reader's function shipped to the ranks as source, refused before launch when it cannot run."""
+"""edit_lab/rules/: a reader's function shipped to the ranks as source, refused before launch when it cannot run."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from edit_lab import RunConfig
 from edit_lab.config import ConfigError
-from edit_lab.hooks import RuleError, load_rule, rule_source, straggler, straggler_problem, weighting, weighting_problem
+from edit_lab.rules import RuleError, load_rule, rule_source, straggler, straggler_problem, weighting, weighting_problem
 
 
 def halves(norms, temperature, anomalous):
@@ -137,7 +137,7 @@ def ring_all_reduce(grad, reduce_scatter, all_gather):
 def test_the_gradient_all_reduce_rule_gives_every_stand_in_replica_the_mean():
     import torch
 
-    from edit_lab.hooks import grad_all_reduce, grad_all_reduce_problem, on_stand_ins
+    from edit_lab.rules import grad_all_reduce, grad_all_reduce_problem, on_stand_ins
 
     rule = grad_all_reduce(rule_source(ring_all_reduce))
     grads = [torch.arange(6.0) * (r + 1) for r in range(3)]  # 3 replicas, 6 values: slices of 2
@@ -162,7 +162,7 @@ def test_the_gradient_all_reduce_rule_gives_every_stand_in_replica_the_mean():
     ("return all_gather(reduce_scatter(grad.tolist()))", "reduce_scatter was handed [")]
     + [("return 1 / 0", "on replica 0 of 2: ZeroDivisionError: division by zero")])
 def test_a_gradient_all_reduce_rule_that_cannot_run_is_found_before_launch(body, says):
-    from edit_lab.hooks import grad_all_reduce_problem
+    from edit_lab.rules import grad_all_reduce_problem
 
     why = grad_all_reduce_problem(f"def rule(grad, reduce_scatter, all_gather):\n    {body}\n", 2)
     assert why is not None and why.startswith("fn(grad, reduce_scatter, all_gather) -> the gradient after the "
@@ -172,7 +172,7 @@ def test_a_gradient_all_reduce_rule_that_cannot_run_is_found_before_launch(body,
 def test_replicas_that_call_the_collectives_differently_are_told_not_left_hanging():
     import torch
 
-    from edit_lab.hooks import grad_all_reduce, on_stand_ins
+    from edit_lab.rules import grad_all_reduce, on_stand_ins
 
     def uneven(grad, reduce_scatter, all_gather):
         out = all_gather(reduce_scatter(grad))
@@ -234,7 +234,7 @@ def torch_nesterov_step(anchor, delta_bar, buf, lr, momentum):
 def test_the_outer_step_rule_answers_tensors_of_the_anchors_shape_and_is_given_copies():
     import torch
 
-    from edit_lab.hooks import outer_step, outer_step_problem
+    from edit_lab.rules import outer_step, outer_step_problem
 
     def in_place(anchor, delta_bar, buf, lr, momentum):
         anchor.sub_(delta_bar, alpha=lr)  # on a copy: only what it returns counts
@@ -262,7 +262,7 @@ def test_the_outer_step_rule_answers_tensors_of_the_anchors_shape_and_is_given_c
     ("raise ValueError('no')", "ValueError: no"),
 ])
 def test_an_outer_step_rule_that_cannot_run_is_found_before_launch(body, says):
-    from edit_lab.hooks import outer_step_problem
+    from edit_lab.rules import outer_step_problem
 
     why = outer_step_problem(f"def rule(anchor, delta_bar, buf, lr, momentum):\n    {body}\n", lr=0.7, momentum=0.0)
     assert why is not None and why.startswith("fn(anchor, delta_bar, buf, lr, momentum) -> (new_anchor, new_buf)")
@@ -337,7 +337,7 @@ def sync_crossed(rank, shards, replicas):
 
 def test_the_sync_groups_of_a_rule_are_every_group_once_in_one_order():
     from edit_lab.core.mesh import Mesh
-    from edit_lab.hooks import sync_groups
+    from edit_lab.rules import sync_groups
 
     assert sync_groups(rule_source(sync_columns), 4, 3) == [[0, 4, 8], [1, 5, 9], [2, 6, 10], [3, 7, 11]]
     assert sync_groups(rule_source(sync_columns), 4, 3) == [Mesh(s, 12, 4, 3, None, None).sync_group_ranks()
@@ -364,7 +364,7 @@ def test_the_sync_groups_of_a_rule_are_every_group_once_in_one_order():
     ("raise IndexError('no such rank')", "raised IndexError: no such rank"),
 ])
 def test_sync_groups_that_cannot_run_are_found_before_launch(body, says):
-    from edit_lab.hooks import sync_groups_problem
+    from edit_lab.rules import sync_groups_problem
 
     why = sync_groups_problem(f"def rule(rank, shards, replicas):\n    {body}\n", 2, 2)
     assert why is not None and says in why and why.startswith("fn(rank, shards, replicas) -> list of ranks"), why
@@ -420,14 +420,14 @@ def schedule(n):
 
 
 def test_the_engines_prefetch_order_is_planned_per_pre_forward():
-    from edit_lab.hooks import sync_schedule_plan
+    from edit_lab.rules import sync_schedule_plan
 
     assert sync_schedule_plan(SCHEDULE.format("ops"), 3) == [[("issue", 0), ("issue", 1), ("wait", 0)],
                                                              [("issue", 2), ("wait", 1)], [("wait", 2)]]
 
 
 def test_a_gather_before_its_wait_is_accepted_its_wait_moved_to_a_later_pre_forward():
-    from edit_lab.hooks import sync_schedule_plan
+    from edit_lab.rules import sync_schedule_plan
 
     src = SCHEDULE.format("ops[:6] + [('all_gather', 1), ('wait', 1)] + ops[8:]")
     assert sync_schedule_plan(src, 3) == [[("issue", 0), ("issue", 1), ("wait", 0)], [("issue", 2)],
@@ -483,7 +483,7 @@ def test_rules_are_parsed_and_compiled_one_at_a_time(monkeypatch):
     import threading
     import time
 
-    from edit_lab import hooks
+    from edit_lab import rules as hooks
 
     inside, most = [0], [0]  # threads inside a parse or compile now, and the most at once
     guard, mine = threading.Lock(), threading.local()  # ast.parse itself calls compile: count a thread once

@@ -41,7 +41,7 @@ from edit_lab.clock.sim.replica import F64, BackupProgram, Gen, ReplicaProgram, 
 from edit_lab.config import RunConfig
 from edit_lab.core.wire import collective_op, padded, wire_tensor_bytes
 from edit_lab.core.wire import spec_of as wire_spec_of
-from edit_lab.hooks import fragment_schedule_of
+from edit_lab.rules import fragment_schedule_of
 from edit_lab.protocol import (
     DECISION_FIELDS,
     MEETING_FIELDS,
@@ -207,7 +207,7 @@ class EDiTProgram(LocalSGDProgram):
         rule = getattr(cfg, "sync_schedule_rule", None)
         self.plan = None
         if rule is not None:
-            from edit_lab.hooks import sync_schedule_plan  # no torch
+            from edit_lab.rules import sync_schedule_plan  # no torch
 
             self.plan = sync_schedule_plan(rule, self.U)
 

@@ -36,8 +36,8 @@ def random_pause(cfg: RunConfig, step: int, replica: int) -> float:
 
 @functools.lru_cache(maxsize=8)
 def _straggler_rule(source: str) -> Callable[[int, int, float], float]:
-    """A reader's `straggler_rule`, compiled once (edit_lab.hooks, no torch)."""
-    from edit_lab.hooks import straggler
+    """A reader's `straggler_rule`, compiled once (edit_lab.rules, no torch)."""
+    from edit_lab.rules import straggler
 
     return straggler(source)
 

@@ -62,10 +62,10 @@ class Method:
         # the gradient all-reduces issued during this step's backward (`grad_ready`), by unit, in issue order
         self._grads_in_flight: dict[int, tuple[torch.Tensor, Handle]] = {}
         self.overlap_grads = os.environ.get(OVERLAP_ENV, "1") != "0"
-        # the reader's gradient all-reduce (RunConfig.grad_all_reduce_rule, edit_lab.hooks), compiled once per rank
+        # the reader's gradient all-reduce (RunConfig.grad_all_reduce_rule, edit_lab.rules), compiled once per rank
         self.grad_rule: Callable | None = None
         if getattr(cfg, "grad_all_reduce_rule", None) is not None:
-            from edit_lab.hooks import grad_all_reduce
+            from edit_lab.rules import grad_all_reduce
 
             self.grad_rule = grad_all_reduce(cfg.grad_all_reduce_rule)
 
@@ -222,7 +222,7 @@ class Method:
 
     def sync_collectives(self, unit: int) -> tuple[Callable, Callable]:
         """(reduce_scatter, all_gather) over the sync group, as a gradient all-reduce rule is given them."""
-        from edit_lab.hooks import RuleError
+        from edit_lab.rules import RuleError
 
         R = self.mesh.replicas
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from edit_lab import hooks as rules
+from edit_lab import rules
 from edit_lab.core.comm import Handle
 from edit_lab.core.methods.local_sgd import LocalSGDMethod
 from edit_lab.core.penalty import (
@@ -72,7 +72,7 @@ class EDiTMethod(LocalSGDMethod):
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)
         self.penalty = penalty_config(cfg)
-        # the reader's weighting rule (edit_lab.hooks), compiled once on every rank, or the library's softmax
+        # the reader's weighting rule (edit_lab.rules), compiled once on every rank, or the library's softmax
         self.weigh = (rules.weighting(self.penalty.weighting_rule) if self.penalty.weighting_rule is not None
                       else None)
         # every replica's detectors on every rank ([replica][unit]): all fed the same gathered numbers (D11)
@@ -89,7 +89,7 @@ class EDiTMethod(LocalSGDMethod):
         self.readmissions: list[dict[str, int]] = []  # every re-admission of the run (D10), for summary.json
         self.pending: dict[int, tuple[Handle, torch.Tensor]] = {}
         self.deltas: dict[int, torch.Tensor] = {}  # Δ of the units not yet issued, from stage 1
-        # the reader's sync order (RunConfig.sync_schedule_rule, edit_lab.hooks): per unit, the issues and waits
+        # the reader's sync order (RunConfig.sync_schedule_rule, edit_lab.rules): per unit, the issues and waits
         # its pre-forward runs instead of prefetch's; None: prefetch's
         rule = getattr(cfg, "sync_schedule_rule", None)
         self.plan = rules.sync_schedule_plan(rule, engine.n_units) if rule is not None else None

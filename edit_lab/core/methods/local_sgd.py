@@ -68,7 +68,7 @@ class LocalSGDMethod(Method):
         """Anchor (a = θ) and outer optimizer from the `outer_*` settings; CO2 brings its own (`CO2Outer`)."""
         cfg = self.cfg
         lr, momentum = (cfg.outer_lr, cfg.outer_momentum) if self.uses_outer_optimizer else (1.0, 0.0)
-        rule = cfg.outer_step_rule if self.uses_outer_optimizer else None  # a reader's step (edit_lab.hooks)
+        rule = cfg.outer_step_rule if self.uses_outer_optimizer else None  # a reader's step (edit_lab.rules)
         return OuterState(self.engine.shards, lr, momentum, cfg.outer_nesterov, cfg.cpu_offload, rule=rule)
 
     def after_backward(self, step: int) -> None:

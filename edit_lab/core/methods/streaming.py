@@ -7,7 +7,7 @@ rank waits for it. Streaming DiLoCo answers the same problem as EDiT's layer-wis
   each with its own anchor and its own outer Nesterov optimizer (the lab's `OuterState`, stepped per unit);
 - **staggered**: fragment p syncs every H steps, offset by p·H/P (`protocol.fragment_landing`): one fragment's
   transfer every H/P steps, so the peak bandwidth per step is about 1/P of DiLoCo's. A reader's schedule
-  (`RunConfig.fragment_schedule_rule`, notebook 09's exercise, edit_lab.hooks) replaces `fragment_landing` on
+  (`RunConfig.fragment_schedule_rule`, notebook 09's exercise, edit_lab.rules) replaces `fragment_landing` on
   every rank: a pure function of the step and the config, so every rank sends and lands the same fragment;
 - **overlap**: the pseudo-gradient Δ_p = a_p − θ_p leaves `fragment_sync_delay` (τ) inner steps before its outer
   step lands, and travels while those steps compute;
@@ -43,7 +43,7 @@ import torch
 from edit_lab.core.comm import Handle
 from edit_lab.core.methods.local_sgd import LocalSGDMethod
 from edit_lab.core.wire import pack, unpack
-from edit_lab.hooks import RuleError, fragment_schedule_of
+from edit_lab.rules import RuleError, fragment_schedule_of
 from edit_lab.protocol import fragment_units
 
 

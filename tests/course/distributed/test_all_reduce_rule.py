@@ -1,4 +1,4 @@
-"""A reader's gradient all-reduce run by every rank of a real run (`grad_all_reduce_rule`, edit_lab/hooks/), and
+"""A reader's gradient all-reduce run by every rank of a real run (`grad_all_reduce_rule`, edit_lab/rules/), and
 notebook 01's check that judges one by the run's losses and checkpoints (`check_all_reduce_in_a_run`).
 
 The ring (a reduce-scatter, then an all-gather) must pass on a wall-clock 1 × 2 gloo run, against the built-in
@@ -15,7 +15,7 @@ import pytest
 from edit_course.exercises.nb01 import check_all_reduce_in_a_run
 from edit_lab import launch
 from edit_lab.config import ConfigError
-from edit_lab.hooks import rule_source
+from edit_lab.rules import rule_source
 from edit_lab.records.run import Run
 from tests.course.exercise_asserts import not_yet
 from tests.course.helpers import solution_function

@@ -1,5 +1,5 @@
 """A reader's fragment schedule run by every rank of a real Streaming DiLoCo run (`fragment_schedule_rule`,
-edit_lab/hooks/), and notebook 09's check that judges one by the run (`check_fragment_schedule`).
+edit_lab/rules/), and notebook 09's check that judges one by the run (`check_fragment_schedule`).
 
 The library's schedule as a rule gives the built-in run bit for bit (parameters, losses, landings); a different
 valid schedule (the fragments in reverse order) runs, and the run records the rule's landings, each sent τ steps

@@ -1,4 +1,4 @@
-"""A reader's outer step run by every rank of a real run (`outer_step_rule`, edit_lab/hooks/), and notebook 02's
+"""A reader's outer step run by every rank of a real run (`outer_step_rule`, edit_lab/rules/), and notebook 02's
 check that judges one by the run's losses against the library's run (`check_outer_step_in_a_run`).
 
 The right step passes on a wall-clock 1 × 2 gloo run (the natural formula within the tolerance, and torch's
@@ -19,7 +19,7 @@ import pytest
 from edit_course.exercises.nb02 import LOSS_REL_TOL, check_outer_step_in_a_run
 from edit_lab import launch
 from edit_lab.config import ConfigError
-from edit_lab.hooks import rule_source
+from edit_lab.rules import rule_source
 from edit_lab.records.run import Run
 from tests.course.exercise_asserts import not_yet
 from tests.course.helpers import solution_function

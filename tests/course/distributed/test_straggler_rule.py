@@ -1,4 +1,4 @@
-"""A reader's straggler kind run by every rank of a real run (`straggler_rule`, edit_lab/hooks/), and notebook
+"""A reader's straggler kind run by every rank of a real run (`straggler_rule`, edit_lab/rules/), and notebook
 06's check that judges one by the run's own pause events (`check_straggler_in_a_run`).
 
 The throttle (replica 1 pauses after each odd step for that step's own compute) must pass on the virtual clock
@@ -13,7 +13,7 @@ import pytest
 
 from edit_course.exercises.nb06 import check_straggler_in_a_run
 from edit_lab import launch
-from edit_lab.hooks import rule_source
+from edit_lab.rules import rule_source
 from tests.course.exercise_asserts import not_yet
 from tests.course.helpers import solution_function
 from tests.helpers import small

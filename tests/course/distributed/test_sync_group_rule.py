@@ -1,4 +1,4 @@
-"""A reader's sync groups used by a real run (`sync_group_rule`, edit_lab/hooks/), and notebook 03's check that
+"""A reader's sync groups used by a real run (`sync_group_rule`, edit_lab/rules/), and notebook 03's check that
 judges them by that run against one with the mesh's own groups (`check_sync_group_in_a_run`).
 
 The right function passes on a real gloo 2 × 2 run (4 processes, bit for bit the mesh's run); the shard groups
@@ -21,7 +21,7 @@ from edit_course.exercises.nb03 import check_sync_group_in_a_run
 from edit_course.tools.notebooks import notebooks
 from edit_lab import launch
 from edit_lab.config import ConfigError
-from edit_lab.hooks import rule_source
+from edit_lab.rules import rule_source
 from tests.course.exercise_asserts import not_yet
 from tests.course.helpers import solution_function
 from tests.helpers import small

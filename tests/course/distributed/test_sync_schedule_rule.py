@@ -1,4 +1,4 @@
-"""A reader's layer-wise sync order run by every rank of a real EDiT run (`sync_schedule_rule`, edit_lab/hooks/),
+"""A reader's layer-wise sync order run by every rank of a real EDiT run (`sync_schedule_rule`, edit_lab/rules/),
 and notebook 04's check that judges one by the run (`check_schedule_in_a_run`).
 
 The engine's own prefetch order as a rule gives the prefetch=True and the prefetch=False run bit for bit; the
@@ -15,7 +15,7 @@ import torch
 
 from edit_course.exercises.nb04 import check_schedule_in_a_run, prefetch_schedule
 from edit_lab import ConfigError, launch
-from edit_lab.hooks import rule_source
+from edit_lab.rules import rule_source
 from tests.course.exercise_asserts import not_yet
 from tests.course.helpers import solution_function
 from tests.helpers import small

@@ -1,4 +1,4 @@
-"""A reader's weighting rule run by every rank of a real EDiT run (`penalty_weighting_rule`, edit_lab/hooks/),
+"""A reader's weighting rule run by every rank of a real EDiT run (`penalty_weighting_rule`, edit_lab/rules/),
 and notebook 05's check that judges one by the run's own records (`check_weighting_in_a_run`).
 
 The softmax written by hand must give the library's run bit for bit (it is the same arithmetic); named wrong
@@ -15,7 +15,7 @@ import torch
 
 from edit_course.exercises.nb05 import check_weighting_in_a_run
 from edit_lab import launch
-from edit_lab.hooks import rule_source
+from edit_lab.rules import rule_source
 from tests.course.exercise_asserts import not_yet
 from tests.helpers import small
 

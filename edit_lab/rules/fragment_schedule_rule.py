@@ -1,13 +1,13 @@
 """The fragment schedule (`RunConfig.fragment_schedule_rule`, notebook 09).
 
-Part of `edit_lab.hooks` (a reader's own rule, run by every rank), which re-exports every name here and says
+Part of `edit_lab.rules` (a reader's own rule, run by every rank), which re-exports every name here and says
 how the rules work."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from edit_lab.hooks.source import RuleError, _shown, load_rule
+from edit_lab.rules.source import RuleError, _shown, load_rule
 
 
 FRAGMENT_SCHEDULE_SIGNATURE = ("fn(step, warmup, interval, fragments) -> the fragment landing at the start of step, "

@@ -1,13 +1,13 @@
 """The outer step (`RunConfig.outer_step_rule`, notebook 02).
 
-Part of `edit_lab.hooks` (a reader's own rule, run by every rank), which re-exports every name here and says
+Part of `edit_lab.rules` (a reader's own rule, run by every rank), which re-exports every name here and says
 how the rules work."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from edit_lab.hooks.source import RuleError, load_rule
+from edit_lab.rules.source import RuleError, load_rule
 
 
 OUTER_STEP_SIGNATURE = "fn(anchor, delta_bar, buf, lr, momentum) -> (new_anchor, new_buf)"

@@ -1,6 +1,6 @@
 """A straggler kind (`RunConfig.straggler_rule`, notebook 06).
 
-Part of `edit_lab.hooks` (a reader's own rule, run by every rank), which re-exports every name here and says
+Part of `edit_lab.rules` (a reader's own rule, run by every rank), which re-exports every name here and says
 how the rules work."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from edit_lab.hooks.source import RuleError, load_rule
+from edit_lab.rules.source import RuleError, load_rule
 
 
 STRAGGLER_SIGNATURE = "fn(step, replica, compute_s) -> seconds of pause (0 for none)"

@@ -1,13 +1,13 @@
 """The sync group (`RunConfig.sync_group_rule`, notebook 03).
 
-Part of `edit_lab.hooks` (a reader's own rule, run by every rank), which re-exports every name here and says
+Part of `edit_lab.rules` (a reader's own rule, run by every rank), which re-exports every name here and says
 how the rules work."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from edit_lab.hooks.source import RuleError, load_rule
+from edit_lab.rules.source import RuleError, load_rule
 
 
 SYNC_GROUP_SIGNATURE = "fn(rank, shards, replicas) -> list of ranks (the sync group of that rank)"

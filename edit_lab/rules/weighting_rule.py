@@ -1,6 +1,6 @@
 """The penalty's weighting (`RunConfig.penalty_weighting_rule`, notebook 05).
 
-Part of `edit_lab.hooks` (a reader's own rule, run by every rank), which re-exports every name here and says
+Part of `edit_lab.rules` (a reader's own rule, run by every rank), which re-exports every name here and says
 how the rules work."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from edit_lab.hooks.source import RuleError, load_rule
+from edit_lab.rules.source import RuleError, load_rule
 
 
 WEIGHTING_SIGNATURE = "fn(norms, temperature, anomalous) -> one weight per replica"

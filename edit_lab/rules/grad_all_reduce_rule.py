@@ -1,6 +1,6 @@
 """The gradient all-reduce (`RunConfig.grad_all_reduce_rule`, notebook 01), and the stand-in replicas it is probed on.
 
-Part of `edit_lab.hooks` (a reader's own rule, run by every rank), which re-exports every name here and says
+Part of `edit_lab.rules` (a reader's own rule, run by every rank), which re-exports every name here and says
 how the rules work."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 
-from edit_lab.hooks.source import RuleError, _shown, load_rule
+from edit_lab.rules.source import RuleError, _shown, load_rule
 
 
 GRAD_ALL_REDUCE_SIGNATURE = "fn(grad, reduce_scatter, all_gather) -> the gradient after the all-reduce"

@@ -61,36 +61,37 @@ These rules are pluggable:
 
 One module per rule, named after its `RunConfig` field (`weighting_rule.py` for `penalty_weighting_rule`, ...), and
 `source.py`, which reads a rule's source from a function and compiles it on a rank; every name is re-exported here,
-so `from edit_lab.hooks import ...` and `hooks.<name>` reach all of them.
+so `from edit_lab.rules import ...` and `rules.<name>` reach all of them. Named for what it holds; "hooks" is the
+`Method` interface (`core/methods/base.py`: the moments of a step where methods differ).
 """
 
 from __future__ import annotations
 
-from edit_lab.hooks.source import RuleError, load_rule, rule_source
-from edit_lab.hooks.weighting_rule import WEIGHTING_SIGNATURE, Weighting, weighting, weighting_problem
-from edit_lab.hooks.straggler_rule import STRAGGLER_SIGNATURE, Straggler, straggler, straggler_problem
-from edit_lab.hooks.grad_all_reduce_rule import (
+from edit_lab.rules.source import RuleError, load_rule, rule_source
+from edit_lab.rules.weighting_rule import WEIGHTING_SIGNATURE, Weighting, weighting, weighting_problem
+from edit_lab.rules.straggler_rule import STRAGGLER_SIGNATURE, Straggler, straggler, straggler_problem
+from edit_lab.rules.grad_all_reduce_rule import (
     GRAD_ALL_REDUCE_SIGNATURE,
     StandInGroup,
     grad_all_reduce,
     grad_all_reduce_problem,
     on_stand_ins,
 )
-from edit_lab.hooks.sync_group_rule import (
+from edit_lab.rules.sync_group_rule import (
     SYNC_GROUP_SIGNATURE,
     one_rank_per_replica,
     sync_group,
     sync_groups,
     sync_groups_problem,
 )
-from edit_lab.hooks.outer_step_rule import OUTER_STEP_SIGNATURE, outer_step, outer_step_problem
-from edit_lab.hooks.sync_schedule_rule import (
+from edit_lab.rules.outer_step_rule import OUTER_STEP_SIGNATURE, outer_step, outer_step_problem
+from edit_lab.rules.sync_schedule_rule import (
     SCHEDULE_KINDS,
     SYNC_SCHEDULE_SIGNATURE,
     sync_schedule_plan,
     sync_schedule_problem,
 )
-from edit_lab.hooks.fragment_schedule_rule import (
+from edit_lab.rules.fragment_schedule_rule import (
     FRAGMENT_SCHEDULE_SIGNATURE,
     FragmentSchedule,
     fragment_schedule,

@@ -1,12 +1,12 @@
 """The layer-wise sync order (`RunConfig.sync_schedule_rule`, notebook 04).
 
-Part of `edit_lab.hooks` (a reader's own rule, run by every rank), which re-exports every name here and says
+Part of `edit_lab.rules` (a reader's own rule, run by every rank), which re-exports every name here and says
 how the rules work."""
 
 from __future__ import annotations
 
 
-from edit_lab.hooks.source import RuleError, _shown, load_rule
+from edit_lab.rules.source import RuleError, _shown, load_rule
 
 
 SYNC_SCHEDULE_SIGNATURE = "fn(n_units) -> list of (kind, unit) operations, kind one of issue, wait, all_gather, compute"

@@ -1,6 +1,6 @@
 """How a rule's source is read from a function, and compiled on a rank.
 
-Part of `edit_lab.hooks` (a reader's own rule, run by every rank), which re-exports every name here and says
+Part of `edit_lab.rules` (a reader's own rule, run by every rank), which re-exports every name here and says
 how the rules work."""
 
 from __future__ import annotations
