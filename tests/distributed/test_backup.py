@@ -135,3 +135,28 @@ def test_a_replica_of_two_shards_moves_together(tmp_path):
     run = launch(cfg)
     assert sorted(s for _, s in _dropped(run)) == list(range(STEPS))  # one replica per step, both ranks together
     _agree_every_step(run, shards=2)
+
+
+@pytest.mark.parametrize("R", [2, 3, 8])
+def test_every_width_and_quorum_drops_exactly_r_minus_m_and_keeps_the_replicas_equal(tmp_path, R):
+    """The edges, on the virtual clock: m = 1, R - 1 and R at R = 2, 3, 8, under seeded random pauses (the late
+    replica changes from step to step): R - m replicas dropped at every step, the same θ everywhere after it."""
+    for m in sorted({1, R - 1, R}):
+        run = launch(small(method="backup", shards=1, replicas=R, backup_m=m, steps=STEPS, checksums=True,
+                           clock="virtual", random_pause_prob=0.3, random_pause_ms=20.0, out=str(tmp_path / f"m{m}")))
+        per_step = defaultdict(int)
+        for replica, step in _dropped(run):
+            per_step[step] += 1
+        assert [per_step[s] for s in range(STEPS)] == [R - m] * STEPS, (R, m)
+        _agree_every_step(run)
+
+
+def test_a_resumed_run_is_the_same_bits(tmp_path):
+    """Checkpoint every 3 steps, resume from the last: the same model as the run that went through (real gloo, a
+    30x straggler so that the same replica is late in both runs; with no straggler the first m are whoever reaches
+    the store first, on real processes)."""
+    cfg = small(method="backup", shards=1, replicas=2, steps=8, straggler_replicas=(1,), straggler_factor=30.0)
+    whole = launch(cfg.replace(checkpoint_every=3, out=str(tmp_path / "whole")))
+    resumed = launch(cfg.replace(resume=str(tmp_path / "whole"), out=str(tmp_path / "resumed")))
+    a, b = whole.state_dict(), resumed.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
