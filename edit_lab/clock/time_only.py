@@ -223,6 +223,11 @@ class ChargedModel:
         self._freed, self._ag_pending = set(), {}
         self.finish_backward()
 
+    def drop_backward(self) -> None:
+        """`ShardedModel.drop_backward`: a late replica of backup workers runs no backward this step."""
+        self._freed, self._ag_pending, self._rs_pending = set(), {}, []
+        self._grad_ready = None
+
     # the real engine's own code: they act on the shards and the shard-group collectives only
     _log_backward_spans = ShardedModel._log_backward_spans
     _land = ShardedModel._land  # the method's gradient all-reduce starts here as in the real engine
