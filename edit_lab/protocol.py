@@ -30,6 +30,18 @@ def is_sync_step(step: int, warmup: int, interval: int) -> bool:
     return step > warmup and (step - warmup) % interval == 0
 
 
+def quorum_verdicts(times: dict[int, tuple[float, float]], m: int) -> dict[int, tuple[bool, float]]:
+    """Backup workers' rendezvous on a clock that knows every replica's times (core/quorum.py for real processes):
+    `times` maps each replica to (arrived, ready), the moment it asked and the moment its pause ends. The first m
+    ready, ties by replica, are the members; each gets (member, when its verdict is known): a member's when it is
+    ready, a late replica's when the m-th was ready, or at once if that was before it asked (it stops spinning).
+    The virtual clock (`Fabric.quorum`) and the simulator (`Engine`'s `Quorum`) both decide by it."""
+    ranked = sorted(times, key=lambda r: (times[r][1], r))
+    members = set(ranked[:m])
+    t_met = times[ranked[m - 1]][1]
+    return {r: (True, ready) if r in members else (False, max(arrived, t_met)) for r, (arrived, ready) in times.items()}
+
+
 def fragment_units(n_units: int, fragments: int) -> list[list[int]]:
     """Streaming DiLoCo's fragments: P runs of consecutive sync units, as equal as they come, the first ones
     one unit longer (3 units in 2 fragments: [0, 1] and [2]; unit 0 is the root unit)."""

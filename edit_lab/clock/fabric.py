@@ -17,6 +17,7 @@ from typing import Any
 
 from edit_lab.config import RunConfig, cores
 from edit_lab.core.wire import ring_bytes
+from edit_lab.protocol import quorum_verdicts
 
 #: Shard-group collectives that cost time of their own (`Costs` fields); every other shard-group transfer's
 #: unhidden part is inside the calibrated per-unit compute, so it is free here.
@@ -248,11 +249,8 @@ class Fabric:
             coll.parts[rank] = ((replica, leader, ready_at), None, self.clocks[rank].t)
             if len(coll.parts) == len(members):
                 del self.open[(gkey, n)]
-                leaders = {p[0][0]: (p[0][2], p[2]) for p in coll.parts.values() if p[0][1]}  # replica: (ready, arrived)
-                ranked = sorted(leaders, key=lambda r: (leaders[r][0], r))
-                t_met = leaders[ranked[m - 1]][0]
-                verdict = {r: (r in ranked[:m], leaders[r][0] if r in ranked[:m] else max(leaders[r][1], t_met))
-                           for r in leaders}
+                # a replica's times are its leader's: (arrived, ready)
+                verdict = quorum_verdicts({p[0][0]: (p[2], p[0][2]) for p in coll.parts.values() if p[0][1]}, m)
                 coll.verdicts = {k: verdict[p[0][0]][0] for k, p in coll.parts.items()}
                 coll.done_for = {k: max(p[2], verdict[p[0][0]][1]) for k, p in coll.parts.items()}
                 coll.done_at = max(coll.done_for.values())

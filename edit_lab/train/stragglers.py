@@ -103,8 +103,8 @@ class StragglerModel:
         return Pause(max(d, 0.0), why, compute_s)
 
     def pause(self, step: int, replica: int, compute_s: float, log: EventLog) -> float:
-        compute_s = self.own_compute(compute_s)
-        d, why = self.delay(step, replica, compute_s)
+        planned = self.plan(step, replica, compute_s)
+        d, why, compute_s = planned.seconds, planned.reason, planned.compute
         if d <= 0:
             return 0.0
         t0 = log.clock.now()

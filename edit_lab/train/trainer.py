@@ -191,7 +191,7 @@ class Trainer:
         if not member:  # its forward's loss is real, its tokens were not trained on
             row["dropped"] = True
         self.metrics.append(row)
-        if member:
+        if member and self.quorum and self.stragglers.needs_compute(self.mesh.replica):  # `planned_pause`'s
             self._step_compute_s = own_compute_s(self.log.events[first_event:])
         if self._checkpoint_due is not None:
             self.save_checkpoint(self._checkpoint_due)

@@ -33,6 +33,7 @@ from typing import Any
 
 from edit_lab.clock.costs import Costs
 from edit_lab.core.wire import ring_bytes
+from edit_lab.protocol import quorum_verdicts
 
 
 # ------------------------------------------------------------------------------------ requests
@@ -236,7 +237,7 @@ class Engine:
         return [c.payloads[r] for r in range(self.R)]
 
     def _ask(self, st: ReplicaState, req: Quorum) -> int:
-        """Record the replica's question; once every replica asked, the verdicts as `Fabric.quorum` gives them."""
+        """Record the replica's question; once every replica asked, the verdicts (`protocol.quorum_verdicts`)."""
         n = sum(1 for q in self.quorums if st.replica in q)
         if n == len(self.quorums):
             self.quorums.append({})
@@ -245,10 +246,7 @@ class Engine:
         q[st.replica] = (st.t, st.t + req.pause_s)
         self._asked[(n, st.replica)] = req
         if len(q) == self.R:
-            ranked = sorted(q, key=lambda r: (q[r][1], r))
-            t_met = q[ranked[req.m - 1]][1]
-            self.verdicts[n] = {r: (True, q[r][1]) if r in ranked[:req.m] else (False, max(q[r][0], t_met))
-                                for r in q}
+            self.verdicts[n] = quorum_verdicts(q, req.m)
         return n
 
     # ------------------------------------------------------------------------------ scheduling
