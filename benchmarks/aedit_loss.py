@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
                     t0 = time.perf_counter()
                     row = {"mesh": mesh, "straggler": kind, "method": method, "seed": seed, "budget": args.budget,
                            **one_run(cfg),
-                           "sync_period_s": cfg.sync_period if method == "aedit" else None,
+                           "sync_period_s": cfg.aedit.sync_period if method == "aedit" else None,
                            "wall_s": time.perf_counter() - t0}
                     results.append(row)
                     print(json.dumps(row), flush=True)

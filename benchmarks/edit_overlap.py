@@ -121,7 +121,7 @@ def calibrate(base: RunConfig, out: str) -> tuple[float, float, int]:
            and e["step"] >= 4]
     run = launch(base.replace(method="edit", prefetch=True, steps=24, out=f"{out}-edit"), overwrite=True)
     real = [e["t1"] - e["t0"] for e in run.events if e["kind"] == "sync_reduce" and (e["unit"] or 0) >= 1]
-    block_bytes = 4 * get_size(base.model).block_params() // base.shards  # float32 shard of one block
+    block_bytes = 4 * get_size(base.data.model).block_params() // base.shards  # float32 shard of one block
     return statistics.median(fwd), statistics.median(real), block_bytes
 
 
@@ -217,7 +217,7 @@ def overlap(base: RunConfig, a: argparse.Namespace) -> dict:
         # overlap.py's definition: the share of the time with sync-group communication in flight during
         # which the same rank computed (each instant once), over the training steps after warm-up (the
         # warm-up's gradient all-reduces are synchronous training, not the method's sync)
-        after_warmup = (cfg.warmup_steps, cfg.steps - 1)
+        after_warmup = (cfg.schedule.warmup_steps, cfg.steps - 1)
         sync = comm_totals(run, steps=after_warmup, groups=["sync"])
         agg = comm_totals(run, steps=after_warmup, kinds=["sync_reduce"])
         hidden = sync["hidden_s"] / sync["total_s"] if sync["total_s"] > 0 else 0.0

@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         cfg = RunConfig(method="sync", shards=2, replicas=2, model=args.model, steps=args.steps, eval_every=0,
                         progress=False)
         cfg.validate()
-        print(f"{args.model} model, seq_len {cfg.seq_len}, batch {cfg.batch_size} per rank, {cfg.shards} shards × "
+        print(f"{args.model} model, seq_len {cfg.data.seq_len}, batch {cfg.data.batch_size} per rank, {cfg.shards} shards × "
               f"{cfg.replicas} replicas, {args.steps} steps ({args.warmup} warm-up), {args.repeats} repeat(s)",
               flush=True)
         results: dict[str, tuple[list[float], list[float], list[float]]] = {n: ([], [], []) for n in args.settings}

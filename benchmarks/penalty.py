@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> None:
           f"τ={args.sync_interval}; replica {args.corrupt_replica} reads {args.corrupt_mode!r} data from step "
           f"{args.corrupt_from if args.corrupt_from >= 0 else args.steps // 2}", flush=True)
     base = base_config(args)
-    print(f"penalty (edit): α={base.penalty_alpha}, E={base.penalty_arming}, δ={base.penalty_threshold}, "
-          f"T={base.penalty_temperature}, φ={base.penalty_clip_norm}", flush=True)
+    print(f"penalty (edit): α={base.penalty.alpha}, E={base.penalty.arming}, δ={base.penalty.threshold}, "
+          f"T={base.penalty.temperature}, φ={base.penalty.clip_norm}", flush=True)
     rows = run_all(args)
     print()
     print(table(rows))

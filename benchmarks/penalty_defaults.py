@@ -192,7 +192,7 @@ def collect(names: Sequence[str], seeds: Sequence[int], out: Path) -> list[dict[
             t = time.monotonic()
             run = launch(cfg.replace(seed=seed, penalty_anomaly=False, out=str(out / f"{name}-s{seed}")), overwrite=True)
             steps, G = series_of(run.penalty)
-            k = round_steps(run.penalty, run.syncs, steps, cfg.warmup_steps, cfg.replicas)
+            k = round_steps(run.penalty, run.syncs, steps, cfg.schedule.warmup_steps, cfg.replicas)
             rows.append({"config": name, "seed": seed, "method": cfg.method, "trouble": trouble,
                          "sync_steps": steps, "k": k, "G": G})
             print(f"  {name:>14} seed {seed}: {len(steps)} syncs × {len(G[0])} units × {len(G)} replicas "

@@ -97,7 +97,7 @@ def collect(out: Path) -> list[dict[str, Any]]:
             series["G"] = [[[None if g is None else float(f"{g:.9g}") for g in per] for per in Gr]
                            for Gr in series["G"]]
             trouble = ({"kind": "spike", "step": SPIKE_STEP, "replica": seed % 2, "units": []}
-                       if cfg.spike_replica >= 0 else {})
+                       if cfg.trouble.spike_replica >= 0 else {})
             rows.append({"config": name, "seed": seed, "method": cfg.method, "trouble": trouble, **series})
             print(f"  {name:>12} seed {seed:2d}: {len(series['sync_steps'])} syncs ({time.monotonic() - t:.1f} s)",
                   flush=True)

@@ -111,13 +111,13 @@ def main(argv: list[str] | None = None) -> int:
     for method, factor, link in CONFIGS:
         cfg = config(method, factor, link, args.budget, out)
         if args.reuse:
-            runs.append(((method, factor, link), Run(cfg.out)))
+            runs.append(((method, factor, link), Run(cfg.runtime.out)))
             continue
         print(f"running {label(method, factor, link)} …", flush=True)
         runs.append(((method, factor, link), launch(cfg, overwrite=True)))  # a re-run replaces its runs
     first = runs[0][1]
-    again = Run(Path(first.config.out).with_name(Path(first.config.out).name + "-again")) if args.reuse else \
-        launch(first.config.replace(out=first.config.out + "-again"), overwrite=True)
+    again = Run(Path(first.config.runtime.out).with_name(Path(first.config.runtime.out).name + "-again")) if args.reuse else \
+        launch(first.config.replace(out=first.config.runtime.out + "-again"), overwrite=True)
     drift = again.summary["tokens_per_s"] / first.summary["tokens_per_s"] - 1.0
     print(f"the calibration run made again at the end: {100 * drift:+.1f}% tokens/s (the machine's drift)")
     costs = calibrate(first)
@@ -157,8 +157,8 @@ def example_rows() -> list[dict[str, Any]]:
     for name, run in runs.items():
         c = run.config
         pred = simulate(c, costs).summary
-        rows.append({"config": f"shipped example: {c.method}, {c.straggler_factor:g}× straggler", "method": c.method,
-                     "straggler_factor": c.straggler_factor, "slow_link": False, "shipped_example": True,
+        rows.append({"config": f"shipped example: {c.method}, {c.stragglers.factor:g}× straggler", "method": c.method,
+                     "straggler_factor": c.stragglers.factor, "slow_link": False, "shipped_example": True,
                      "calibration": name == "edit-straggler", **compare(pred, run.summary)})
     return rows
 

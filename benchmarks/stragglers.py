@@ -125,7 +125,7 @@ def scenario(name: str, base: RunConfig, extra: dict, out: str, repeats: int) ->
     The runs of a repeat follow each other, so a slow spell of the machine hits one repeat of every
     method rather than every repeat of one method.
     """
-    w = base.warmup_steps
+    w = base.schedule.warmup_steps
     tput: dict[str, list[float]] = {m: [] for m in (*METHODS, "bound")}
     eff: dict[str, list[float]] = {m: [] for m in METHODS}
     whole: dict[str, list[float]] = {m: [] for m in (*METHODS, "bound")}

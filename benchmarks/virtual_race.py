@@ -69,10 +69,10 @@ def race(replicas: int, seeds: list[int], budget: float, profile: str, costs_dir
     costs = costs_for(cfg)
     step_s = costs.step_s
     cfg = cfg.replace(sync_period=aedit_periods[0] * step_s)  # A-EDiT's T_sync: by default τ fast steps
-    link_s = LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s).transfer_time(costs.model_bytes)
+    link_s = LinkModel.of(cfg.link.latency_ms, cfg.link.bandwidth_mb_s).transfer_time(costs.model_bytes)
     figures = {"step_ms": round(1e3 * step_s, 2), "own_compute_ms": round(1e3 * costs.stretched_s, 2),
                "model_mb": round(costs.model_bytes / 1e6, 3), "link_ms_per_model": round(1e3 * link_s, 2),
-               "sync_period_s": round(cfg.sync_period, 4), "slow_replicas": list(slow),
+               "sync_period_s": round(cfg.aedit.sync_period, 4), "slow_replicas": list(slow),
                "aedit_period_steps": list(aedit_periods)}
     rows = []
     runs = [(m, m, cfg) for m in METHODS] + [("aedit", row_name(p), cfg.replace(sync_period=p * step_s))

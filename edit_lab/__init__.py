@@ -6,8 +6,8 @@
 
 One folder per layer, each importing only the ones below it (tests/unit/test_layers.py):
 
-    config.py registry.py sizes.py protocol.py hooks/     L0 torch-free facts, and a reader's functions
-    corpus.py penalty_config.py detector.py                  (the corpus' split, the penalty's knobs and detector)
+    config/ registry.py sizes.py protocol.py rules/       L0 torch-free facts (RunConfig in sections), a reader's
+    corpus.py detector.py                                    functions, the corpus' split, the penalty's detector
     records/                                              L1 the run directory: events, summary, tables
     core/                                                 L2 ★ EDiT: the model, mesh, collectives, ZeRO-3, methods,
                                                              outer step, penalty

@@ -1,7 +1,7 @@
 """Command line: `python -m edit_lab {run,show,demo,report,predict,torchrun-config}`.
 
-Every field of RunConfig is a flag of `run` (`sync_interval` -> `--sync-interval`), generated from the
-field's declaration (`config.knob`): its section is the flag's group in `--help`, its help text and
+Every knob of RunConfig is a flag of `run` (`cfg.schedule.sync_interval` -> `--sync-interval`), generated from
+the knob's declaration (`config.knob`): its section is the flag's group in `--help`, its help text and
 bounds are the flag's help, its choices the flag's choices, so the CLI and the config can never
 disagree. A wrong value is refused in one line on stderr with exit status 2, before any process
 starts; a failed rank is reported with that rank's traceback alone.
@@ -10,7 +10,6 @@ starts; a failed rank is reported with that rank's traceback alone.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import typing
@@ -45,7 +44,7 @@ def _add_config_flags(ap: argparse.ArgumentParser) -> None:
     for name, k in knobs().items():
         flag = "--" + name.replace("_", "-")
         hint = field_hint(name)
-        default = getattr(defaults, name)
+        default = defaults.get(name)
         bounds = "" if hint is bool or k.choices or k.checked_by or hint not in (int, float) else f"; {k.allowed(hint)}"
         help_ = f"{k.help}{bounds} (default: {default})".replace("%", "%%")
         g = groups[k.section]
@@ -75,8 +74,7 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
             raise
         except (OSError, ValueError) as e:  # a missing file, or one that is not JSON
             raise ConfigError(f"config={args.config!r} is not allowed: a readable config.json ({e})") from None
-    changes = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunConfig)
-               if getattr(args, f.name, None) is not None}
+    changes = {name: getattr(args, name) for name in knobs() if getattr(args, name, None) is not None}
     return base.replace(**changes)
 
 
@@ -86,10 +84,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = config_from_args(args)
     if args.write_config:
         cfg.validate()
-        if cfg.out:  # the torchrun run will write there: the same refusal as a run started here, and with
+        if cfg.runtime.out:  # the torchrun run will write there: the same refusal as a run started here, and with
             from edit_lab.runtime.outdir import claim  # --overwrite the same clearing of the old run's files
 
-            with claim(Path(cfg.out), args.overwrite):
+            with claim(Path(cfg.runtime.out), args.overwrite):
                 pass
         Path(args.write_config).write_text(cfg.to_json())
         print(f"wrote {args.write_config}; start it on every machine with\n"

@@ -2,7 +2,7 @@
 (edit-method.md §4, decisions D1, D10), and the checks of the penalty's values (`PenaltyValueError`).
 
 Torch-free and plain float64 arithmetic, like the rest of the penalty (`edit_lab.core.penalty`, which takes one
-sync's decisions with these detectors). It sits in layer 0 beside `edit_lab.penalty_config`, whose
+sync's decisions with these detectors). It sits in layer 0 beside `edit_lab.config.penalty`, whose
 `PenaltyConfig.new_detector` builds one, so that `RunConfig.validate` checks the penalty's settings without
 importing the core (`tests/unit/test_layers.py`).
 """

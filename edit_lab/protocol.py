@@ -82,7 +82,7 @@ def decide_sync(total: int, min_sync_steps: int, all_done: bool) -> bool:
 @dataclass(frozen=True)
 class ScheduleReplay:
     """One replica's A-EDiT schedule as a finished run recorded it: the steps at which it entered a timed
-    meeting, and the step at which its budget stopped it (`RunConfig.aedit_schedule`).
+    meeting, and the step at which its budget stopped it (`RunConfig.aedit.schedule`).
 
     A-EDiT's numerics follow from its schedule alone: which steps each replica trained before each meeting
     decides every sync's contents and weights, and the timers only decide *when* that is. Replaying the
@@ -108,20 +108,8 @@ class ScheduleReplay:
             raise ValueError(f"replica {replica} never finished in it")
         return cls(meet_at=timed, stop_at=done[0], replicas=replicas)
 
-    #: The RunConfig fields a replay must share with the replayed run (RunConfig refuses another value).
+    #: The knobs (flags) a replay must share with the replayed run (RunConfig.validate refuses another value).
     SETTINGS = ("warmup_steps", "min_sync_steps", "sync_period")
-
-    @classmethod
-    def settings_of_run(cls, run_dir: str | Path) -> dict[str, Any]:
-        """The replayed run's values of `SETTINGS`, from its `config.json` (which every run writes)."""
-        try:
-            config = json.loads((Path(run_dir) / "config.json").read_text())
-        except OSError as e:
-            raise ValueError(f"it has no readable config.json ({e})") from e
-        missing = [k for k in cls.SETTINGS if k not in config]
-        if missing:
-            raise ValueError(f"its config.json lacks {', '.join(missing)}")
-        return {k: config[k] for k in cls.SETTINGS}
 
     def meets(self, step: int) -> bool:
         """Did this replica enter a timed meeting at the start of `step`?"""

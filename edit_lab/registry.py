@@ -21,11 +21,14 @@ class Capabilities:
     is_local_sgd: bool = False  # local steps between syncs after W synchronous warm-up steps, anchors from step W
     has_penalty: bool = False  # the pseudo-gradient penalty (anomaly filter, weighting, clip) may exclude a replica
     time_triggered: bool = False  # syncs when a wall-clock timer expires (A-EDiT), not every τ steps
-    layerwise_sync: bool = False  # syncs unit by unit inside the forward, with optional prefetch (RunConfig.prefetch)
+    layerwise_sync: bool = False  # syncs unit by unit inside the forward, with optional prefetch (RunConfig.schedule.prefetch)
     checkpointable: bool = True  # reaches moments where the whole state is in hand, so `checkpoint_every` can work
     # each step averages the gradients of the first `backup_m` replicas ready for their backward; the late ones
     # abandon the step (backup workers), and a straggler's pause is spent before the backward, not after the step
     quorum: bool = False
+    outer_sgd: bool = False  # an outer SGD steps the anchors (OuterState): outer_lr, outer_momentum, outer_step_rule
+    stale_outer: bool = False  # its own outer step, on the replicas' one-round-stale mean (CO2: the co2_* knobs)
+    fragmented: bool = False  # syncs the model in fragments on staggered schedules (fragments, fragment_* knobs)
 
 
 #: Every method the config accepts, in the course's order (the notebooks, `--help`, the tables).
@@ -34,13 +37,14 @@ REGISTRY: dict[str, Capabilities] = {
     # Chen et al. 2016, "Revisiting Distributed Synchronous SGD": synchronous SGD that drops the slowest replicas
     "backup": Capabilities(quorum=True),
     "post_local_sgd": Capabilities(is_local_sgd=True),
-    "diloco": Capabilities(is_local_sgd=True),
+    "diloco": Capabilities(is_local_sgd=True, outer_sgd=True),
     # the mean of CO2's last round is always in flight (it lands at the next boundary)
-    "co2": Capabilities(is_local_sgd=True, checkpointable=False),
-    "edit": Capabilities(is_local_sgd=True, has_penalty=True, layerwise_sync=True),
-    "aedit": Capabilities(is_local_sgd=True, has_penalty=True, layerwise_sync=True, time_triggered=True),
+    "co2": Capabilities(is_local_sgd=True, checkpointable=False, stale_outer=True),
+    "edit": Capabilities(is_local_sgd=True, has_penalty=True, layerwise_sync=True, outer_sgd=True),
+    "aedit": Capabilities(is_local_sgd=True, has_penalty=True, layerwise_sync=True, time_triggered=True,
+                          outer_sgd=True),
     # Douillard et al. 2025: fragments synced on staggered schedules, each transfer overlapping inner steps
-    "streaming_diloco": Capabilities(is_local_sgd=True),
+    "streaming_diloco": Capabilities(is_local_sgd=True, outer_sgd=True, fragmented=True),
 }
 
 METHODS: tuple[str, ...] = tuple(REGISTRY)

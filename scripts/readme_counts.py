@@ -29,15 +29,16 @@ def py(folder: Path) -> list[Path]:
 
 
 def layer0() -> list[Path]:
-    """The torch-free facts: every top-level module but the API and the command line, and the readers' rules."""
+    """The torch-free facts: the configuration, every top-level module but the API and the command line, and the
+    readers' rules."""
     top = [p for p in LIB.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
-    return sorted(top) + py(LIB / "hooks")
+    return py(LIB / "config") + sorted(top) + py(LIB / "rules")
 
 
 #: A tree row, by the text it starts with, and the files its number counts.
 TREE: dict[str, Callable[[], list[Path]]] = {
     "edit_lab/": lambda: py(LIB),
-    "  config.py registry.py": layer0,
+    "  config/ registry.py": layer0,
     **{f"  {name}/": (lambda name=name: py(LIB / name))
        for name in ("records", "core", "train", "clock", "runtime", "viz", "ui")},
     "  __init__.py __main__.py": lambda: [LIB / "__init__.py", LIB / "__main__.py"] + py(LIB / "tools"),

@@ -7,7 +7,7 @@ ANSWERS = [
      "assigns": "predict_peak_fraction", "kind": "prediction",
      "source": """\
 predict_peak_fraction = 1 / FRAGMENTS  # one fragment at a time, about 1/P of the model (the root unit is larger)"""},
-    # run by the engine on every rank (RunConfig.fragment_schedule_rule): the check compares it with the library's
+    # run by the engine on every rank (RunConfig.rules.fragment_schedule): the check compares it with the library's
     # schedule.fragment_landing, then runs part 4's real run again with it and compares landings and parameters
     {"marker": "def my_landing(step: int, warmup: int, interval: int, fragments: int) -> int | None:",
      "assigns": "my_landing", "kind": "code", "check": "check_fragment_schedule(my_landing, \"runs/09_streaming/real\")  # part 4's run again, with your schedule on every rank",

@@ -48,7 +48,7 @@ def ranks_and_cores(run: Run, n_cores: int | None = None) -> tuple[int, int]:
 def step_times_ms(run: Run, from_step: int | None = None, replica: int | None = None) -> list[float]:
     """The run's training step times (ms) from `from_step` on (default: the end of warm-up), of one replica or
     of every replica (`replica=None`): what `step_noise_ms` and `median_step_ms` summarise."""
-    start = run.config.warmup_steps if from_step is None else from_step
+    start = run.config.schedule.warmup_steps if from_step is None else from_step
     return [1e3 * m["dt"] for m in run.metrics
             if m.get("kind") == "train" and m.get("step", -1) >= start and m.get("dt") is not None
             and (replica is None or m.get("replica") == replica)]
@@ -68,15 +68,15 @@ def step_noise_ms(run: Run, replica: int = 0) -> float:
 def costs_measured_here(run: Run) -> bool:
     """A virtual run whose costs were calibrated from a run directory of this machine (not a shipped example, not
     a costs file): its numbers carry that run's timings, so a claim on them is a timing claim too."""
-    src = run.config.clock_costs
-    if run.config.clock != "virtual" or not src or not Path(src).is_dir():
+    src = run.config.clock.costs
+    if run.config.clock.kind != "virtual" or not src or not Path(src).is_dir():
         return False
     return EXAMPLES_HERE.resolve() not in Path(src).resolve().parents
 
 
 def on_this_machine(run: Run) -> bool:
     """Whether `run`'s timings depend on this machine: a wall-clock run, or a virtual one calibrated here."""
-    return run.config.clock != "virtual" or costs_measured_here(run)
+    return run.config.clock.kind != "virtual" or costs_measured_here(run)
 
 
 def timing_reason(run: Run, gap: float | None = None, unit: str = "ms", n_cores: int | None = None) -> str:
@@ -88,9 +88,9 @@ def timing_reason(run: Run, gap: float | None = None, unit: str = "ms", n_cores:
       run's own steps varied (`step_noise_ms`), beside `gap`, the difference the claim turned on, when given.
     """
     if costs_measured_here(run):
-        return (f"the cost model's numbers, calibrated from {Path(run.config.clock_costs).name}, a run of this "
+        return (f"the cost model's numbers, calibrated from {Path(run.config.clock.costs).name}, a run of this "
                 "machine: its measured steps and syncs decided")
-    if run.config.clock == "virtual":
+    if run.config.clock.kind == "virtual":
         return "the cost model's own numbers (virtual clock: no core shared, no step varies): the schedule decided"
     ranks, n = ranks_and_cores(run, n_cores)
     per = n / ranks
@@ -236,9 +236,9 @@ def sync_group_bytes_per_step(run: Run, rank: int = 0) -> tuple[float, float]:
     c = run.config
     ev = events_table(run, ranks=[rank])
     ev = ev[(ev["group"] == "sync") & ev["comm"]]  # collectives only: a `wait` is the rank blocked on one
-    warm = float(ev[ev["step"] < c.warmup_steps]["bytes"].sum())
-    local = float(ev[ev["step"] >= c.warmup_steps]["bytes"].sum())
-    return warm / max(c.warmup_steps, 1), local / max(c.steps - c.warmup_steps, 1)
+    warm = float(ev[ev["step"] < c.schedule.warmup_steps]["bytes"].sum())
+    local = float(ev[ev["step"] >= c.schedule.warmup_steps]["bytes"].sum())
+    return warm / max(c.schedule.warmup_steps, 1), local / max(c.steps - c.schedule.warmup_steps, 1)
 
 
 def n_syncs(run: Run) -> int:
@@ -251,17 +251,17 @@ def bytes_ratio(sync_run: Run, local_run: Run) -> Verdict:
     (the same bytes) per sync: sync sends (steps − W) / syncs times the bytes per step, about τ."""
     c = local_run.config
     ratio = sync_group_bytes_per_step(sync_run)[1] / sync_group_bytes_per_step(local_run)[1]
-    want = (c.steps - c.warmup_steps) / n_syncs(local_run)
-    return verdict(f"after warm-up sync sends about τ = {c.sync_interval} times {c.method}'s sync-group bytes per step",
+    want = (c.steps - c.schedule.warmup_steps) / n_syncs(local_run)
+    return verdict(f"after warm-up sync sends about τ = {c.schedule.sync_interval} times {c.method}'s sync-group bytes per step",
                    math.isclose(ratio, want, rel_tol=1e-9),
-                   f"{ratio:.3f}× = {c.steps - c.warmup_steps} local steps / {n_syncs(local_run)} syncs (the "
+                   f"{ratio:.3f}× = {c.steps - c.schedule.warmup_steps} local steps / {n_syncs(local_run)} syncs (the "
                    f"final one included)", why_not="a sync sent other bytes than one parameter shard")
 
 
 def bytes_fall_with_tau(runs_by_tau: dict[int, Run]) -> Verdict:
     """Bytes per step after warm-up fall like 1/τ: one parameter shard per sync, ⌈(steps − W)/τ⌉ syncs."""
     per = {tau: sync_group_bytes_per_step(r)[1] for tau, r in sorted(runs_by_tau.items())}
-    shard = {tau: per[tau] * (r.config.steps - r.config.warmup_steps) / n_syncs(r) for tau, r in runs_by_tau.items()}
+    shard = {tau: per[tau] * (r.config.steps - r.config.schedule.warmup_steps) / n_syncs(r) for tau, r in runs_by_tau.items()}
     falls = all(a > b for a, b in zip(per.values(), list(per.values())[1:]))
     one_shard = max(shard.values()) - min(shard.values()) <= 1e-9 * max(shard.values())
     return verdict("bytes per step after warm-up fall as τ grows: one parameter shard per sync", falls and one_shard,
@@ -290,8 +290,8 @@ def co2_waits_a_round(run: Run) -> Verdict:
     from W until then scores the same model. (A validation at step s runs after training step s − 1, and a
     boundary's mean lands at the end of that step: the validation at the landing step already scores it.)"""
     c = run.config
-    landing, want = first_landing(run), c.warmup_steps + 2 * c.sync_interval
-    before = [(s, v) for s, v in run.val_losses() if c.warmup_steps <= s < (landing or c.steps + 1)]
+    landing, want = first_landing(run), c.schedule.warmup_steps + 2 * c.schedule.sync_interval
+    before = [(s, v) for s, v in run.val_losses() if c.schedule.warmup_steps <= s < (landing or c.steps + 1)]
     same = len({v for _, v in before}) <= 1
     shown = ", ".join(f"step {s}: {v:.4f}" for s, v in before) or "no validation before it"
     return verdict(f"CO2's first mean lands at the second boundary (step {want}); until then it validates the "
@@ -318,7 +318,7 @@ def co2_counts_its_syncs(co2: Run, diloco: Run) -> Verdict:
     """CO2 syncs at the same boundaries as DiLoCo; a run ending on a boundary records the landing of its last
     round as `co2_landing`, not as one more sync."""
     landings = [int(s["step"]) for s in co2.syncs if s.get("kind") == "co2_landing"]
-    ends_on_boundary = (co2.config.steps - co2.config.warmup_steps) % co2.config.sync_interval == 0
+    ends_on_boundary = (co2.config.steps - co2.config.schedule.warmup_steps) % co2.config.schedule.sync_interval == 0
     ok = n_syncs(co2) == n_syncs(diloco) and (landings == [co2.config.steps] if ends_on_boundary else not landings)
     return verdict("CO2 counts as many syncs as DiLoCo; its last landing is no extra sync", ok,
                    f"CO2 {n_syncs(co2)} syncs, DiLoCo {n_syncs(diloco)}; co2_landing at steps {landings}",
@@ -339,8 +339,8 @@ def wall_against_blocked(a: Run, b: Run, names: tuple[str, str]) -> str:
     rest where it belongs: a run can be blocked less and still take longer, when its steps computed slower on this
     machine (the median step time of each says by how much). Numbers only, no verdict: the machine decides it."""
     wa, wb = float(a.summary["wall_s"]), float(b.summary["wall_s"])
-    ba = float(replica_table(a, from_step=a.config.warmup_steps)["blocked_s"].max())
-    bb = float(replica_table(b, from_step=b.config.warmup_steps)["blocked_s"].max())
+    ba = float(replica_table(a, from_step=a.config.schedule.warmup_steps)["blocked_s"].max())
+    bb = float(replica_table(b, from_step=b.config.schedule.warmup_steps)["blocked_s"].max())
     sa, sb = median_step_ms(a), median_step_ms(b)
     rest = (wa - wb) - (ba - bb)
     return (f"{names[0]} took {wa:.2f} s against {names[1]}'s {wb:.2f} s ({wa - wb:+.2f} s), its most blocked replica "
@@ -386,7 +386,7 @@ def blocked_about_pause(run: Run, fast: int = 0, slow: int = 1, rel_tol: float =
     blocked = blocked_s(run) - (blocked_s(base) if base is not None else 0.0)
     pause = straggler_pauses_s(run, slow)
     what = "blocked time" if base is None else "blocked time beyond the baseline's"
-    virtual = run.config.clock == "virtual"
+    virtual = run.config.clock.kind == "virtual"
     return verdict(f"replica {fast}'s {what} is about replica {slow}'s pauses",
                    pause > 0 and abs(blocked - pause) <= rel_tol * pause,
                    f"{blocked:.3f} s against {pause:.3f} s of pauses before its last step ({blocked / pause:.0%})"

@@ -349,7 +349,7 @@ def decisions(run: Run) -> pd.DataFrame:
     cols = ["step", "unit", "replica", "G", "q", "z", "threshold", "own_z", "outlier", "replayed", "weight", "reason"]
     if pt.empty:
         return pd.DataFrame(columns=cols)
-    cfg = PenaltyConfig.of(run.config)
+    cfg = run.config.penalty
     R, U = int(pt["replica"].max()) + 1, int(pt["unit"].max()) + 1
     dets = [[cfg.new_detector() for _ in range(U)] for _ in range(R)]
     memory = [[cfg.new_detector() for _ in range(U)] for _ in range(R)]
@@ -358,7 +358,7 @@ def decisions(run: Run) -> pd.DataFrame:
     for step, at in pt.groupby("step", sort=True):
         rec = {(int(p.unit), int(p.replica)): p for p in at.itertuples()}
         norms = [[float(rec[(u, r)].G) for u in range(U)] for r in range(R)]
-        k = [int(rec[(0, r)].steps) if rec[(0, r)].steps == rec[(0, r)].steps else run.config.sync_interval
+        k = [int(rec[(0, r)].steps) if rec[(0, r)].steps == rec[(0, r)].steps else run.config.schedule.sync_interval
              for r in range(R)]
         closing = bool(at["closing"].any())
         x = [[cfg.judged_norm(norms[r][u], k[r]) for u in range(U)] for r in range(R)]
@@ -427,7 +427,7 @@ def replica_reasons(run: Run, replica: int, after: int = -1) -> pd.DataFrame:
     d = decisions(run)
     d = d[(d["replica"] == replica) & (d["step"] > after)]
     cfg = run.config
-    kappa_e, kappa_s, delta_m = cfg.penalty_enter_ratio, cfg.penalty_stay_ratio, cfg.penalty_memory_threshold
+    kappa_e, kappa_s, delta_m = cfg.penalty.enter_ratio, cfg.penalty.stay_ratio, cfg.penalty.memory_threshold
     out = []
     for step, at in d.groupby("step", sort=True):
         reasons = list(at["reason"])
@@ -437,7 +437,7 @@ def replica_reasons(run: Run, replica: int, after: int = -1) -> pd.DataFrame:
             if units(ENTERS):
                 why = f"enters on unit(s) {units(ENTERS)}: z > δ·f, q > κ_e {kappa_e:g}{mem}; out of every unit"
             elif units(MAJORITY_RULE):
-                why = (f"enters on unit(s) {units(MAJORITY_RULE)}: q > κ_m {cfg.penalty_majority_ratio:g} times the "
+                why = (f"enters on unit(s) {units(MAJORITY_RULE)}: q > κ_m {cfg.penalty.majority_ratio:g} times the "
                        f"median of a majority of peers, its detector armed or not; out of every unit")
             elif units(STAYS):
                 why = f"stays: q > κ_s {kappa_s:g} on unit(s) {units(STAYS)}{mem}; out of every unit"
@@ -501,12 +501,12 @@ def why_not_caught(run: Run, replica: int, after: int) -> str:
         return SHORT
     cfg = run.config
     if (d["reason"] == MEMORY).any():
-        return (f"its q rose above κ_e {cfg.penalty_enter_ratio:g} (up to {d['q'].max():.2f}) and its detector's z "
-                f"above δ·f, but its own G/k never stood δ_m {cfg.penalty_memory_threshold:g} σ above its memory (own "
+        return (f"its q rose above κ_e {cfg.penalty.enter_ratio:g} (up to {d['q'].max():.2f}) and its detector's z "
+                f"above δ·f, but its own G/k never stood δ_m {cfg.penalty.memory_threshold:g} σ above its memory (own "
                 f"z at most {d['own_z'].max():.2f}): with two or three replicas D15 blames no replica whose own norm "
                 f"did not rise")
     if (d["reason"] == BELOW_ENTRY).any():
-        return f"its q stayed at most {d['q'].max():.2f}, not above κ_e {cfg.penalty_enter_ratio:g}"
+        return f"its q stayed at most {d['q'].max():.2f}, not above κ_e {cfg.penalty.enter_ratio:g}"
     return (f"its detector's z stayed under δ·f (q at most {d['q'].max():.2f}): the detector learnt the slow "
             f"drift of its q")
 
@@ -532,7 +532,7 @@ def two_replicas(run: Run, bad: int, after: int) -> tuple[Verdict | None, str]:
     healthy = 1 - bad
     own = late.groupby("replica")["own_z"].max()
     qmax = late.groupby("replica")["q"].max()
-    delta_m = run.config.penalty_memory_threshold
+    delta_m = run.config.penalty.memory_threshold
     if own.isna().all():
         return v, "the memory was not asked (δ_m = 0, or the anomaly filter off)"
     named = own.get(bad, math.nan) > delta_m

@@ -60,8 +60,8 @@ def pace_table(runs: dict[str, Run]) -> pd.DataFrame:
     the capacity bound, the final loss (the W warm-up steps are synchronous in every method: left out)."""
     rows = []
     for name, run in runs.items():
-        rt = replica_table(run, from_step=run.config.warmup_steps)
-        cap = capacity_bound(run, from_step=run.config.warmup_steps)
+        rt = replica_table(run, from_step=run.config.schedule.warmup_steps)
+        cap = capacity_bound(run, from_step=run.config.schedule.warmup_steps)
         total = float(rt["tokens_per_s"].sum())
         rows.append({"run": name, "wall_s": run.summary["wall_s"],
                      "fast replica blocked s": rt["blocked_s"].iloc[0],
@@ -76,7 +76,7 @@ def local_rounds(run: Run) -> pd.DataFrame:
     """Local steps per round and replica, the rounds that start at or after the end of warm-up (warm-up's
     are rounds of one step each in every method), renumbered from 0: one column per replica."""
     t = rounds_table(run)
-    t = t[t["start_step"] >= run.config.warmup_steps].copy()
+    t = t[t["start_step"] >= run.config.schedule.warmup_steps].copy()
     t["round"] = t.groupby("replica").cumcount()
     return t.pivot(index="round", columns="replica", values="local_steps")
 
@@ -105,20 +105,20 @@ def steps_text(steps: list[int]) -> str:
 def stops(run: Run, replica: int = 0) -> int:
     """The replica's meetings with the others after warm-up: one per round (sync: one per step)."""
     t = rounds_table(run)
-    return int(((t["replica"] == replica) & (t["start_step"] >= run.config.warmup_steps)).sum())
+    return int(((t["replica"] == replica) & (t["start_step"] >= run.config.schedule.warmup_steps)).sum())
 
 
 def fewer_stops(edit: Run, sync: Run) -> Verdict:
     """EDiT's fast replica meets the slow one once per round of τ steps, sync's once per step."""
     a, b = stops(edit), stops(sync)
     return smaller(f"EDiT's fast replica stops to wait fewer times than sync's: once per τ = "
-                   f"{edit.config.sync_interval} steps, not every step", a, b, names=("EDiT", "sync"), unit="stops", digits=0,
+                   f"{edit.config.schedule.sync_interval} steps, not every step", a, b, names=("EDiT", "sync"), unit="stops", digits=0,
                    why_not=SHORT)
 
 
 def longer_stops(edit: Run, sync: Run) -> Verdict:
     """… and each of EDiT's stops is longer: it waits out the slow replica's τ extra steps at once."""
-    per = {name: replica_table(r, from_step=r.config.warmup_steps)["blocked_s"].iloc[0] / max(stops(r), 1)
+    per = {name: replica_table(r, from_step=r.config.schedule.warmup_steps)["blocked_s"].iloc[0] / max(stops(r), 1)
            for name, r in (("edit", edit), ("sync", sync))}
     return larger("each of EDiT's stops is longer than sync's", 1e3 * per["edit"], 1e3 * per["sync"],
                   names=("EDiT", "sync"), unit="ms per stop", timing=True,
@@ -139,7 +139,7 @@ def fast_trains_more(aedit: Run, factor: float) -> Verdict:
     here, paces = on_this_machine(aedit), pace_ratio(aedit)
     return verdict("under A-EDiT the fast replica trains more steps than the slow one", steps[0] > steps[-1] + 1,
                    f"steps {steps_text(steps)}: {ratio:.2f}×, {local_step_ratio(aedit):.2f}× after the "
-                   f"W = {aedit.config.warmup_steps} lockstep warm-up steps; their own paces {paces:.2f}× "
+                   f"W = {aedit.config.schedule.warmup_steps} lockstep warm-up steps; their own paces {paces:.2f}× "
                    f"apart (the straggler stretches its own compute {factor:g}×, not the rest of a step)",
                    timing=here, why_not=(f"the replicas' own paces were {paces:.2f}× apart, not "
                                          f"{factor:g}×: {timing_reason(aedit)}") if here else SHORT)
@@ -159,21 +159,21 @@ def local_step_ratio(run: Run) -> float:
     the ratio the clock decides. The whole run's ratio is pulled towards 1 by those W shared steps, the more so the
     shorter the run, so A-EDiT's fast replica trains "SLOW×" the slow one's steps only after warm-up, and less still
     where a meeting waits for the slow replica's step in progress. NaN when the slow replica trained no local step."""
-    steps, w = steps_of(run), run.config.warmup_steps
+    steps, w = steps_of(run), run.config.schedule.warmup_steps
     return (steps[0] - w) / (steps[-1] - w) if steps[-1] > w else float("nan")
 
 
 def waits_less(aedit: Run, edit: Run) -> Verdict:
     """A-EDiT's fast replica stands blocked less per step than EDiT's: it trains on instead of waiting."""
-    a = blocked_ms_per_step(aedit, from_step=aedit.config.warmup_steps)[0]
-    e = blocked_ms_per_step(edit, from_step=edit.config.warmup_steps)[0]
+    a = blocked_ms_per_step(aedit, from_step=aedit.config.schedule.warmup_steps)[0]
+    e = blocked_ms_per_step(edit, from_step=edit.config.schedule.warmup_steps)[0]
     return smaller("A-EDiT's fast replica waits less per step than EDiT's", a, e, names=("A-EDiT", "EDiT"),
                    unit="ms per step", timing=True, why_not=timing_reason(aedit, a - e, "ms per step"))
 
 
 def tokens_per_s(run: Run) -> float:
     """Σ of the replicas' tokens/s after warm-up."""
-    return float(replica_table(run, from_step=run.config.warmup_steps)["tokens_per_s"].sum())
+    return float(replica_table(run, from_step=run.config.schedule.warmup_steps)["tokens_per_s"].sum())
 
 
 def more_tokens(aedit: Run, edit: Run) -> Verdict:
@@ -186,12 +186,12 @@ def more_tokens(aedit: Run, edit: Run) -> Verdict:
 
 def bound(run: Run) -> float:
     """The capacity bound after warm-up: the sum of the replicas' own paces."""
-    return capacity_bound(run, from_step=run.config.warmup_steps)
+    return capacity_bound(run, from_step=run.config.schedule.warmup_steps)
 
 
 def own_paces(run: Run) -> list[float]:
     """Each replica's own pace after warm-up (tokens/s had it never waited)."""
-    return replica_table(run, from_step=run.config.warmup_steps)["own_tokens_per_s"].tolist()
+    return replica_table(run, from_step=run.config.schedule.warmup_steps)["own_tokens_per_s"].tolist()
 
 
 def bound_moves(edit: Run, aedit: Run, tolerance: float = 0.05) -> Verdict:
@@ -215,7 +215,7 @@ def all_working_share(run: Run) -> float:
     without events after warm-up."""
     from edit_lab.records.overlap import WORK_KINDS, merge
 
-    w = run.config.warmup_steps
+    w = run.config.schedule.warmup_steps
     spans: dict[int, list[tuple[float, float]]] = {}
     for e in run.events:
         if e["kind"] in WORK_KINDS and e["step"] >= w:
@@ -411,7 +411,7 @@ def cluster_verdicts(table: pd.DataFrame, alike: str, straggling: str,
 def straggler_witness(run: Run, replica: int) -> Verdict:
     """A straggler is the replica whose steps were stretched and the one that waits least: its peers wait
     for it (`replica_table`'s straggle_s and blocked_s after warm-up)."""
-    t = replica_table(run, from_step=run.config.warmup_steps).set_index("replica")
+    t = replica_table(run, from_step=run.config.schedule.warmup_steps).set_index("replica")
     others = t.drop(replica)
     ok = (t.loc[replica, "straggle_s"] > others["straggle_s"].max()
           and t.loc[replica, "blocked_s"] < others["blocked_s"].min())
@@ -424,7 +424,7 @@ def straggler_witness(run: Run, replica: int) -> Verdict:
 def slow_link_witness(runs: dict[str, Run], letter: str) -> Verdict:
     """A slow link holds up every replica alike: each replica of that run stood blocked longer than any
     replica of the other runs."""
-    blocked = {n: replica_table(r, from_step=r.config.warmup_steps)["blocked_s"] for n, r in runs.items()}
+    blocked = {n: replica_table(r, from_step=r.config.schedule.warmup_steps)["blocked_s"] for n, r in runs.items()}
     mine = float(blocked[letter].min())
     rest = max(float(b.max()) for n, b in blocked.items() if n != letter)
     return larger(f"run {letter}'s slow link held up every replica: each waited longer than any replica of the "
@@ -457,7 +457,7 @@ def seed_table(runs: dict[str, Sequence[Run]]) -> pd.DataFrame:
 
 def share_of_bound(run: Run) -> tuple[float, float, float]:
     """(Σ replicas' tokens/s, the capacity bound, the slow replica's own pace) after warm-up, one table read."""
-    rt = replica_table(run, from_step=run.config.warmup_steps)
+    rt = replica_table(run, from_step=run.config.schedule.warmup_steps)
     return float(rt["tokens_per_s"].sum()), float(rt["own_tokens_per_s"].sum()), float(rt["own_tokens_per_s"].iloc[-1])
 
 

@@ -136,7 +136,7 @@ def lower_peak(stream: Sequence[RunLike], whole: Sequence[RunLike], whole_name: 
     """Streaming DiLoCo's peak bytes in one step is below the whole-model method's, in every seed."""
     s = [measure(r)["peak_step_bytes"] for r in stream]
     w = [measure(r)["peak_step_bytes"] for r in whole]
-    fragments = as_run(stream[0]).config.fragments
+    fragments = as_run(stream[0]).config.streaming.fragments
     never = min(w) == 0  # the whole-model method sent nothing inside training: its only sync was the closing one
     why = (f"{whole_name} never synced inside training in this run (its first sync step lay beyond the budget's "
            "last step; only the closing sync sent its model): there is no peak to compare" if never else

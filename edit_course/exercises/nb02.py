@@ -283,7 +283,7 @@ def judge_outer_run(run: Any, ref: Any, fn: Any = None) -> tuple[bool, str]:
     final = (f"final validation loss {v_mine:.4f} against the library's {v_lib:.4f}"
              if v_mine is not None and v_lib is not None else "no final validation loss to compare")
     evidence = f"{at}; {final}" if at else final
-    lr, mu = float(cfg.outer_lr), float(cfg.outer_momentum)
+    lr, mu = float(cfg.outer.lr), float(cfg.outer.momentum)
     kind = named_mistake(fn, lr, mu) if fn is not None else None
     if kind == "flipped":
         rises = [(s, mine[s] - mine[s - 1]) for s in syncs if s in mine and s - 1 in mine and mine[s] > mine[s - 1]]
@@ -340,14 +340,14 @@ def check_outer_step_in_a_run(fn: Any, base: Any, out: Any, reference: Any = Non
     if (refused := not_a_function(fn, RULE_CALL)) is not None:
         return refused
     try:
-        lr, mu, method = float(base.outer_lr), float(base.outer_momentum), base.method
+        lr, mu, method = float(base.outer.lr), float(base.outer.momentum), base.method
         cfg = base.replace(out=str(out), outer_step_rule=None)
     except Exception as e:  # noqa: BLE001
         return not_yet(f"`base` should be a RunConfig (diloco or edit); got {show(base)} ({short_error(e)}).")
     if named_mistake(fn, lr, mu) == "heavy_ball":
         return not_answered("your outer_step is still the shipped heavy-ball step (a ← a − lr·b): fix it as the "
                             "exercise above says; this check then runs it on every rank of a real run.")
-    if cfg.time_budget or (method == "aedit" and cfg.clock != "virtual"):
+    if cfg.time_budget or (method == "aedit" and cfg.clock.kind != "virtual"):
         return not_yet(f"`base` stops or syncs by the wall clock (method {method!r}, time_budget "
                        f"{cfg.time_budget:g}), so two runs of it differ whatever the outer step: give it a step "
                        f"count and method diloco or edit (or clock='virtual').")

@@ -122,7 +122,7 @@ def judge_sync_group_run(run: Any, ref: Any) -> tuple[bool, str]:
 
     cfg = run.config
     S, R = cfg.shards, cfg.replicas
-    groups = sync_groups(cfg.sync_group_rule, S, R)
+    groups = sync_groups(cfg.rules.sync_group, S, R)
     own = [Mesh(rank=k, world_size=S * R, shards=S, replicas=R, shard_group=None, sync_group=None).sync_group_ranks()
            for k in range(S * R)]
     train = {(m["step"], m["replica"]): m["loss"] for m in run.metrics if m["kind"] == "train"}
@@ -137,7 +137,7 @@ def judge_sync_group_run(run: Any, ref: Any) -> tuple[bool, str]:
     differ, compared = replicas_disagree(run)
     spread = max((m.get("val_loss_spread", 0.0) for m in evals if m.get("final")), default=0.0)
     agree = differ == 0 and spread == 0.0  # without anchors (method sync) the validation spread alone says it
-    clock = "virtual" if cfg.clock == "virtual" else "wall"
+    clock = "virtual" if cfg.clock.kind == "virtual" else "wall"
     if close and agree:
         how = "bit for bit" if exact else f"within {LOSS_RTOL:g} (relative)"
         final = evals[-1]["val_loss"] if evals else float("nan")

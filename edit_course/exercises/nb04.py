@@ -321,7 +321,7 @@ def check_schedule_in_a_run(schedule: Any, base: Any, out: Any) -> CheckResult:
     First `check_schedule`'s replay (on `base`'s unit count): a schedule it refuses is told so, and nothing is
     launched, except one whose only fault is a unit all-gathered before its sync is done, which the engine can
     run (`edit_lab.rules.sync_schedule_plan`): it runs, to show the damage. The schedule travels as the source of
-    `RunConfig.sync_schedule_rule` into a run of `base` written to `out` (overwritten); a reference with
+    `RunConfig.rules.sync_schedule` into a run of `base` written to `out` (overwritten); a reference with
     `prefetch=False` and no rule is launched into `<out>-prefetch-off` (reused when it holds this very run).
     Right: the final parameters (every tensor, `torch.equal`) and every training loss are bit-for-bit the
     reference's, the sync step every rank executed is the listed order, and the transfers the schedule leaves in
@@ -340,9 +340,9 @@ def check_schedule_in_a_run(schedule: Any, base: Any, out: Any) -> CheckResult:
         return not_yet("`base` must be an EDiT (method='edit') RunConfig with at least 2 replicas, so that there "
                        "is a layer-wise sync to order.")
     try:
-        n_units = 1 + SIZES[base.model].n_layers
+        n_units = 1 + SIZES[base.data.model].n_layers
     except Exception:  # noqa: BLE001
-        return not_yet(f"`base` has an unknown model {show(getattr(base, 'model', None))}.")
+        return not_yet(f"`base` has an unknown model {show(getattr(getattr(base, 'data', None), 'model', None))}.")
     passed, message, problems = _replayed(schedule, n_units, 7.0, 3.0)
     if passed is None:
         return not_answered(f"{message} This check then runs it on every rank of a real EDiT run (nothing was "

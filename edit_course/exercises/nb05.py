@@ -179,7 +179,7 @@ def check_weighting_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
     if table.empty:
         return not_yet("the run recorded no sync, so nothing judged your rule: give `base` a few syncs "
                        "(steps > warmup_steps + sync_interval) and the penalty on.")
-    syncs = weights_against_the_softmax(table, cfg.penalty_temperature, cfg.penalty_weight_per_step)
+    syncs = weights_against_the_softmax(table, cfg.penalty.temperature, cfg.penalty.weight_per_step)
     worst = max(max(abs(a - b) for a, b in zip(s["applied"], s["softmax"])) for s in syncs)
     for s in syncs:
         if max(abs(a - b) for a, b in zip(s["applied"], s["softmax"])) > 1e-9:

@@ -179,7 +179,7 @@ def check_straggler_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
         return not_yet(f"replica {THROTTLED} trained no odd step, so nothing judged your rule: give `base` a few "
                        f"steps (steps >= 4).")
     computes = [float(pauses[(THROTTLED, s)]["compute"]) for s in odd]
-    clock = "virtual" if getattr(cfg, "clock", "wall") == "virtual" else "wall"
+    clock = "virtual" if getattr(getattr(cfg, "clock", None), "kind", "wall") == "virtual" else "wall"
     return correct(f"Correct: your rule ran on all {cfg.world_size} ranks ({clock} clock); replica {THROTTLED} "
                    f"paused after each of its {len(odd)} odd steps, each time for exactly the step's own compute "
                    f"({1e3 * min(computes):.2f}–{1e3 * max(computes):.2f} ms), and nobody paused otherwise.")

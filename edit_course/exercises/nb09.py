@@ -3,7 +3,7 @@
 The reader's `fn(step, warmup, interval, fragments)` (the fragment whose outer step lands at the start of `step`,
 or None) is first checked against the library's own `protocol.fragment_landing` on a grid of settings (cheap,
 and it names the first step where they part). Then it is shipped as the source of
-`RunConfig.fragment_schedule_rule` (edit_lab.rules) into a real Streaming DiLoCo run, where every rank calls it
+`RunConfig.rules.fragment_schedule` (edit_lab.rules) into a real Streaming DiLoCo run, where every rank calls it
 instead of `fragment_landing` to decide which fragment's pseudo-gradient leaves and lands when, and that run is
 held against the library's run of the same configuration: the same landings (`syncs`: each fragment with the
 step it left and the step it landed) and the same final parameters, bit for bit. A check never raises.
@@ -72,7 +72,7 @@ def judge_schedule_run(run: Any, ref: Any) -> CheckResult:
 
     try:
         mine, theirs = recorded_landings(run), recorded_landings(ref)
-        tau = int(ref.config.fragment_sync_delay)
+        tau = int(ref.config.streaming.fragment_sync_delay)
         params, ref_params = run.state_dict(), ref.state_dict()
     except Exception as e:  # noqa: BLE001 - a check never raises at a student
         return not_yet(f"the runs' records could not be read: {short_error(e, 300)}")
@@ -98,7 +98,7 @@ def judge_schedule_run(run: Any, ref: Any) -> CheckResult:
 def check_fragment_schedule(fn: Any, run: Any = None, out: Any = None) -> CheckResult:
     """The reader's schedule against the library's on `GRID`, then run by the engine: `run` is the library's
     `streaming_diloco` run (a Run or its directory), whose configuration is launched again with `fn` as
-    `RunConfig.fragment_schedule_rule` into `out` (default: `<run's directory>-my-schedule`, overwritten), and the
+    `RunConfig.rules.fragment_schedule` into `out` (default: `<run's directory>-my-schedule`, overwritten), and the
     two runs are compared (`judge_schedule_run`). Without a run, or with a directory that holds none, the grid
     alone decides, and the check says so. A schedule wrong on the grid launches nothing. Never raises."""
     if (refused := not_a_function(fn, CALL)) is not None:
@@ -123,7 +123,7 @@ def check_fragment_schedule(fn: Any, run: Any = None, out: Any = None) -> CheckR
         cfg = run.config
         if cfg.method != "streaming_diloco":
             return not_yet(f"`run` should be a streaming_diloco run, got a {cfg.method} run.")
-        where = out if out is not None else f"{Path(run.path) if hasattr(run, 'path') else cfg.out}-my-schedule"
+        where = out if out is not None else f"{Path(run.path) if hasattr(run, 'path') else cfg.runtime.out}-my-schedule"
     except Exception as e:  # noqa: BLE001 - a check never raises at a student
         return not_yet(f"the run could not be read: {short_error(e, 300)}")
     from edit_lab.rules import RuleError, rule_source

@@ -104,11 +104,11 @@ def _digest(salt: str, kind: str, detail: dict[str, Any]) -> str:
 
 
 def _hide(conf: dict[str, Any], letter: str) -> dict[str, Any]:
-    defaults = RunConfig().to_dict()
-    for name in HIDDEN_FIELDS:
-        conf[name] = defaults[name]
-    conf["out"] = f"edit_course/mysteries/mystery-{letter.lower()}"
-    return conf
+    """A config.json with the trouble knobs (`HIDDEN_FIELDS`, by flag) reset to their defaults."""
+    defaults = RunConfig()
+    hidden = RunConfig.from_dict(conf).replace(**{name: defaults.get(name) for name in HIDDEN_FIELDS},
+                                               out=f"edit_course/mysteries/mystery-{letter.lower()}")
+    return hidden.to_dict()
 
 
 def record(m: Mystery, seed: int, root: Path = HERE) -> Path:

@@ -32,12 +32,12 @@ def fast_step_s(run: Run) -> float:
     m = metrics_table(run)
     if m.empty:
         return float("nan")
-    rows = m[(m["replica"] == 0) & (m["step"] >= run.config.warmup_steps)]
+    rows = m[(m["replica"] == 0) & (m["step"] >= run.config.schedule.warmup_steps)]
     return float(rows["dt"].median()) if len(rows) else float("nan")
 
 
 def aedit_sync_period(runs: Mapping[str, Run], tau: int, fixed_s: float = 0.0, fallback_s: float = 1.0) -> float:
-    """A-EDiT's sync period T_sync in seconds, the value notebook 06 gives `RunConfig.sync_period`.
+    """A-EDiT's sync period T_sync in seconds, the value notebook 06 gives `RunConfig.aedit.sync_period`.
 
     `fixed_s` when it is positive (the notebook's `SYNC_PERIOD_S`); otherwise τ × `fast_step_s` of the
     EDiT run in `runs` (else of the first run), so that A-EDiT and EDiT sync about equally often from

@@ -40,7 +40,7 @@ def training_syncs(run: RunLike) -> list[int]:
     r = as_run(run)
     cfg = r.config
     return sorted({int(e["step"]) for e in r.events
-                   if e["kind"] == "sync_reduce" and cfg.warmup_steps < int(e["step"]) < cfg.steps})
+                   if e["kind"] == "sync_reduce" and cfg.schedule.warmup_steps < int(e["step"]) < cfg.steps})
 
 
 def unit_order(run: RunLike, step: int, rank: int = 0) -> pd.DataFrame:
@@ -113,7 +113,7 @@ def link_ms_per_sync(run: RunLike, rank: int = 0) -> float:
     if not ev:
         return 0.0
     first = min(e["step"] for e in ev)
-    link = LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s)
+    link = LinkModel.of(cfg.link.latency_ms, cfg.link.bandwidth_mb_s)
     return 1e3 * float(sum(link.transfer_time(int(e.get("bytes") or 0)) for e in ev if e["step"] == first))
 
 
@@ -185,7 +185,7 @@ def _wait_rows(r: Any, steps: set[int]) -> list[tuple[int, int, int, float, floa
     from edit_lab.core.comm import LinkModel
 
     cfg = r.config
-    link = LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s)
+    link = LinkModel.of(cfg.link.latency_ms, cfg.link.bandwidth_mb_s)
     out = []
     for step in sorted(steps):
         ev = events_table(r, steps=step, kinds=["sync_reduce"])

@@ -93,7 +93,7 @@ def _sync_costs(run: Run, ranks: list[int]) -> tuple[float, float, int]:
                         if e["rank"] == r and e["group"] == "sync" and is_comm(e["kind"], "sync")),
                        key=lambda e: e["t0"]) for r in ranks]
     n = min(len(x) for x in per_rank) if per_rank else 0
-    link_lat, link_bps = cfg.link_latency_ms / 1e3, cfg.link_bandwidth_mb_s * 1e6
+    link_lat, link_bps = cfg.link.latency_ms / 1e3, cfg.link.bandwidth_mb_s * 1e6
     small, large = [], []
     prev_end = 0.0
     for i in range(n):
@@ -149,7 +149,7 @@ def calibrate(run_dir: str | Path | Run) -> Costs:
     # an event's bytes were the tensor's size, now what a rank sends on a ring: `wire.ring_bytes`)
     from edit_lab.sizes import SIZES
 
-    size = SIZES.get(cfg.model)
+    size = SIZES.get(cfg.data.model)
     if size is not None and size.n_layers + 1 == units:
         pad = lambda n: -(-n // cfg.shards) * 4  # noqa: E731
         unit_bytes = [pad(size.root_params())] + [pad(size.block_params())] * size.n_layers
@@ -210,5 +210,5 @@ def calibrate(run_dir: str | Path | Run) -> Costs:
     latency, bps, _ = _sync_costs(run, ranks)
     return Costs(fwd_s=fwd_s, bwd_s=bwd_s, other_s=other_s, own_compute_s=own_compute_s, unit_bytes=tuple(unit_bytes), sync_latency_s=latency,
                  sync_Bps=bps, clock_s=clock_s, eval_s=eval_s, outer_step_s=outer_step_s,
-                 shard_exchange_s=shard_exchange_s, model=cfg.model, shards=cfg.shards, batch_size=cfg.batch_size,
-                 seq_len=cfg.seq_len, source=str(run.path))
+                 shard_exchange_s=shard_exchange_s, model=cfg.data.model, shards=cfg.shards, batch_size=cfg.data.batch_size,
+                 seq_len=cfg.data.seq_len, source=str(run.path))

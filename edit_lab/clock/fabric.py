@@ -83,9 +83,9 @@ MAX_AUTO_LANES = 4
 
 
 def lanes_for(cfg: RunConfig) -> int:
-    """How many ranks compute at once: `cfg.virtual_lanes`, or one per core (at most MAX_AUTO_LANES), never more
+    """How many ranks compute at once: `cfg.clock.lanes`, or one per core (at most MAX_AUTO_LANES), never more
     than the ranks."""
-    n = cfg.virtual_lanes or min(cores(), MAX_AUTO_LANES)
+    n = cfg.clock.lanes or min(cores(), MAX_AUTO_LANES)
     return max(1, min(n, cfg.world_size))
 
 
@@ -131,7 +131,7 @@ class Fabric:
         self.open: dict[tuple, Collective] = {}
         self.seq: dict[tuple, int] = defaultdict(int)
         self.free_at: dict[tuple, float] = defaultdict(float)
-        self.links: dict[tuple, Any] = defaultdict(lambda: LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s))
+        self.links: dict[tuple, Any] = defaultdict(lambda: LinkModel.of(cfg.link.latency_ms, cfg.link.bandwidth_mb_s))
         self.failure: tuple[int, str] | None = None
 
     # ---------------------------------------------------------------- the lanes (lock held)

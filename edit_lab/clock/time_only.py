@@ -57,7 +57,7 @@ def unit_params(model: str) -> list[int]:
 
 def shard_numel(cfg: RunConfig) -> list[int]:
     """Values of one rank's shard of each unit in the real model (`UnitLayout.shard_size`: padded to S)."""
-    return [-(-n // cfg.shards) for n in unit_params(cfg.model)]
+    return [-(-n // cfg.shards) for n in unit_params(cfg.data.model)]
 
 
 def standin_numel(cfg: RunConfig, unit: int) -> int:
@@ -112,8 +112,8 @@ class ChargedModel:
         self.log: EventLog = comm.log
         self.S = comm.mesh.shards
         self.device = torch.device(device)
-        self.reshard_after_forward = cfg.reshard_after_forward
-        self.n_units = SIZES[cfg.model].n_layers + 1
+        self.reshard_after_forward = cfg.runtime.reshard_after_forward
+        self.n_units = SIZES[cfg.data.model].n_layers + 1
         self.shards: list[nn.Parameter] = [nn.Parameter(torch.zeros(standin_numel(cfg, u), device=self.device))
                                            for u in range(self.n_units)]
         self.peak_gathered_bytes = 0  # not tracked: a time-only run reports no memory
@@ -252,11 +252,11 @@ class ChargedTrainer(Trainer):
     def load_data(self) -> None:
         cfg = self.cfg
         self.corpus = None
-        x = torch.zeros(cfg.batch_size, cfg.seq_len, dtype=torch.long, device=self.device)
-        self.val = [(x, x)] * cfg.eval_batches
+        x = torch.zeros(cfg.data.batch_size, cfg.data.seq_len, dtype=torch.long, device=self.device)
+        self.val = [(x, x)] * cfg.data.eval_batches
 
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        x = torch.zeros(self.cfg.batch_size, self.cfg.seq_len, dtype=torch.long, device=self.device)
+        x = torch.zeros(self.cfg.data.batch_size, self.cfg.data.seq_len, dtype=torch.long, device=self.device)
         return x, x
 
     def rank_record(self) -> Any:

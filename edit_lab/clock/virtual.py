@@ -107,15 +107,15 @@ def costs_for(cfg: RunConfig) -> Any:
     """
     from edit_lab.clock.sim.predict import costs_fit
 
-    if cfg.clock_costs is not None:
+    if cfg.clock.costs is not None:
         try:
-            costs = load_costs(cfg.clock_costs)
+            costs = load_costs(cfg.clock.costs)
         except (OSError, ValueError, TypeError) as e:
-            raise ConfigError(f"clock_costs={cfg.clock_costs!r} is not allowed: a real run directory or a costs "
+            raise ConfigError(f"clock_costs={cfg.clock.costs!r} is not allowed: a real run directory or a costs "
                               f"JSON ({e})") from None
         return costs_fit(cfg, costs)
     costs = load_costs(example_dir())
-    if (costs.model, costs.shards, costs.seq_len) == (cfg.model, cfg.shards, cfg.seq_len):
+    if (costs.model, costs.shards, costs.seq_len) == (cfg.data.model, cfg.shards, cfg.data.seq_len):
         return costs_fit(cfg, costs)
     return scaled_to(costs, cfg)
 
@@ -126,8 +126,8 @@ def scaled_to(costs: Any, cfg: RunConfig) -> Any:
 
     from edit_lab.sizes import SIZES
 
-    old, new = SIZES[costs.model], SIZES[cfg.model]
-    tokens = (cfg.batch_size * cfg.seq_len) / (costs.batch_size * costs.seq_len)
+    old, new = SIZES[costs.model], SIZES[cfg.data.model]
+    tokens = (cfg.data.batch_size * cfg.data.seq_len) / (costs.batch_size * costs.seq_len)
     root, block = new.root_params() / old.root_params(), new.block_params() / old.block_params()
     whole = new.num_params() / old.num_params()
 
@@ -141,7 +141,7 @@ def scaled_to(costs: Any, cfg: RunConfig) -> Any:
         outer_step_s=per_unit(costs.outer_step_s, 1.0), other_s=costs.other_s * whole * tokens,
         own_compute_s=costs.own_compute_s * whole * tokens, eval_s=costs.eval_s * whole * tokens,
         unit_bytes=(pad(new.root_params()),) + (pad(new.block_params()),) * new.n_layers,
-        model=cfg.model, shards=cfg.shards, batch_size=cfg.batch_size, seq_len=cfg.seq_len,
+        model=cfg.data.model, shards=cfg.shards, batch_size=cfg.data.batch_size, seq_len=cfg.data.seq_len,
         source=(f"{costs.source} (measured on model {costs.model}, shards {costs.shards}, seq_len {costs.seq_len}, "
                 f"batch_size {costs.batch_size}; compute scaled by parameters x tokens per rank)"))
 
@@ -195,7 +195,7 @@ def train_ranks(cfg: RunConfig, costs: Any, progress: ProgressFile | None = None
 
     trainer_class: type = Trainer
     declared = None
-    if cfg.virtual_compute == "charged":  # time only: the same Trainer on a stand-in model that only charges
+    if cfg.clock.compute == "charged":  # time only: the same Trainer on a stand-in model that only charges
         from edit_lab.clock.time_only import ChargedTrainer, DeclaredSizes
 
         trainer_class, declared = ChargedTrainer, DeclaredSizes(cfg)
@@ -223,7 +223,7 @@ def train_ranks(cfg: RunConfig, costs: Any, progress: ProgressFile | None = None
             raise
 
     threads_before = torch.get_num_threads()
-    torch.set_num_threads(cfg.threads)
+    torch.set_num_threads(cfg.runtime.threads)
     torch.set_flush_denormal(True)  # as every worker process does (worker.configure_cpu)
     threads = [threading.Thread(target=fabric.rank_main, args=(r, body), name=f"edit_lab-virtual-rank{r}", daemon=True)
                for r in range(cfg.world_size)]
@@ -257,7 +257,7 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError, costs: An
     costs = costs_for(cfg) if costs is None else costs
     (out / rundir.CONFIG).write_text(cfg.to_json())
     bar = None
-    if cfg.progress:  # no launcher loop polls the progress file here: rank 0 moves the bar as it writes it
+    if cfg.runtime.progress:  # no launcher loop polls the progress file here: rank 0 moves the bar as it writes it
         from tqdm.auto import tqdm
 
         total, unit = cfg.progress_total()
@@ -296,7 +296,7 @@ def predict_time_only(cfg: RunConfig, costs: Any) -> Any:
 
     costs = costs_fit(cfg, costs)
     cfg = cfg.replace(clock="virtual", virtual_compute="charged", progress=False, out=None)
-    if cfg.grad_all_reduce_rule is not None:
+    if cfg.rules.grad_all_reduce is not None:
         raise ConfigError("grad_all_reduce_rule=... is not allowed in a preview: None (a time-only run times the "
                           "built-in all-reduce; launch the run to time yours)")
     records, _, failure = train_ranks(cfg, costs)

@@ -124,7 +124,7 @@ class Comm:
         self.link = link or LinkModel()
         self._pending_sync: list[Handle] = []  # sync-group handles not yet assigned a link deadline
         self.backend: Any = dist  # torch.distributed; the virtual clock's in-process fabric (virtual.py)
-        # the pseudo-gradients' wire format (edit_lab.core.wire, RunConfig.wire_format), which
+        # the pseudo-gradients' wire format (edit_lab.core.wire, RunConfig.wire.format), which
         # `compressed_all_reduce` carries
         self.wire = wire
 

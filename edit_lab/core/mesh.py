@@ -4,7 +4,7 @@ rank = replica · S + shard, shard index fastest, so that under `torchrun --npro
 machine holds one replica: the shard group stays on the fast local links and only the sync group
 crosses the slow network, which is the setting EDiT was designed for.
 
-A run may build other sync groups (`RunConfig.sync_group_rule`, notebook 03's exercise: a reader's
+A run may build other sync groups (`RunConfig.rules.sync_group`, notebook 03's exercise: a reader's
 `fn(rank, shards, replicas)`, checked by `rules.sync_groups` before launch): `Mesh.build` then creates
 those groups, and `sync_members` holds this rank's. The shard groups never change.
 """
@@ -89,11 +89,11 @@ class Mesh:
 
 def configured_sync_groups(cfg: Any) -> list[list[int]] | None:
     """Every sync group of `cfg`'s mesh from its `sync_group_rule` (`rules.sync_groups`), or None: the mesh's own."""
-    if getattr(cfg, "sync_group_rule", None) is None:
+    if cfg.rules.sync_group is None:
         return None
     from edit_lab.rules import sync_groups
 
-    return sync_groups(cfg.sync_group_rule, cfg.shards, cfg.replicas)
+    return sync_groups(cfg.rules.sync_group, cfg.shards, cfg.replicas)
 
 
 def members_of(rank: int, groups: list[list[int]] | None) -> list[int] | None:

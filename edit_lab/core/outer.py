@@ -9,13 +9,13 @@ momentum 0 the new anchor is exactly the average of the replicas (periodic model
 Each rank holds only its shard of the anchor and of the momentum: 2·P/S values, against 2·P for an
 unsharded DiLoCo. With `cpu_offload` they live on the CPU between syncs, freeing accelerator memory.
 
-A reader's outer step (`RunConfig.outer_step_rule`, `edit_lab.rules.outer_step`, notebook 02's exercise)
+A reader's outer step (`RunConfig.rules.outer_step`, `edit_lab.rules.outer_step`, notebook 02's exercise)
 replaces torch's step: `fn(anchor, delta_bar, buf, lr, momentum) -> (new_anchor, new_buf)` on this rank's
 shard of the unit, with the optimizer's lr and momentum. Its buffer lives where torch keeps its own (the
 optimizer's `momentum_buffer`, zeros before the first step), so checkpoints, `numel` and a resume are
 unchanged, and a rule's checkpoint resumes under the library's step and back.
 
-Compressed pseudo-gradients (`RunConfig.wire_format`, edit_lab/core/wire.py): `pseudo_gradient` returns what the
+Compressed pseudo-gradients (`RunConfig.wire.format`, edit_lab/core/wire.py): `pseudo_gradient` returns what the
 other replicas will receive, Δ̂ = decode(encode(Δ + e)), so that every method judges, weighs, clips and
 averages the decompressed pseudo-gradient; with error feedback the residual e ← (Δ + e) − Δ̂ is kept per unit
 on this rank's shard (and checkpointed, and counted by `numel`), added to the next sync's Δ.

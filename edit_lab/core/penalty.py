@@ -29,7 +29,7 @@ SYNC(l) penalises a replica's pseudo-gradient Δ_r = a − θ_r of unit l in thr
 Everything here is plain float64 arithmetic on Python floats, so that every rank, given the same all-gathered
 norms, takes bit-for-bit the same decisions, and so that the rules can be tested and shown in a notebook
 without processes or tensors. The collectives that produce the norms and apply the weights live in the engine.
-The detector (`edit_lab/detector.py`) and the knobs (`PenaltyConfig`, `edit_lab/penalty_config.py`) are torch-free
+The detector (`edit_lab/detector.py`) and the knobs (`PenaltyConfig`, `edit_lab/config/penalty.py`) are torch-free
 layer-0 modules, so that `RunConfig.validate` checks the knobs without the core; both are re-exported here.
 """
 
@@ -43,7 +43,7 @@ from typing import Any, NamedTuple
 # The detector and the knobs are torch-free layer-0 modules (RunConfig.validate checks the knobs without the
 # core); they are re-exported here, the penalty's one public face.
 from edit_lab.detector import AnomalyDetector, PenaltyValueError, _check_positive
-from edit_lab.penalty_config import AUTHORS_DETECTOR, PenaltyConfig
+from edit_lab.config.penalty import AUTHORS_DETECTOR, PenaltyConfig
 
 __all__ = ["AUTHORS_DETECTOR", "CLIP_EPS", "MAJORITY", "AnomalyDetector", "Judged", "PenaltyConfig",
            "PenaltyValueError", "clip_factor", "judge_replicas", "excluded_from_weights", "keeps_memory",

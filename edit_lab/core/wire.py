@@ -1,4 +1,4 @@
-"""Compressed pseudo-gradients: the wire formats of a Local-SGD sync (`RunConfig.wire_format`, `error_feedback`).
+"""Compressed pseudo-gradients: the wire formats of a Local-SGD sync (`RunConfig.wire.format`, `error_feedback`).
 
 A sync moves every replica's pseudo-gradient Δ = a − θ across the sync group, the biggest transfer of a
 Local-SGD run. Streaming DiLoCo (Douillard et al., 2025) sends it in a 4-bit *floating-point* format and
@@ -124,10 +124,9 @@ def spec(wire_format: str, chunk: int = SPARSE_CHUNK, topk: float = SPARSE_TOPK,
 
 
 def spec_of(cfg: Any) -> str:
-    """`spec` of a RunConfig (or anything with its fields; defaults where absent)."""
-    fmt = getattr(cfg, "wire_format", "none")
-    return spec(fmt, getattr(cfg, "sparseloco_chunk", SPARSE_CHUNK), getattr(cfg, "sparseloco_topk", SPARSE_TOPK),
-                getattr(cfg, "sparseloco_beta", SPARSE_BETA))
+    """`spec` of a RunConfig's wire section."""
+    w = cfg.wire
+    return spec(w.format, w.sparseloco_chunk, w.sparseloco_topk, w.sparseloco_beta)
 
 
 def sparse(fmt: str) -> SparseSpec | None:

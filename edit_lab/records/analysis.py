@@ -306,7 +306,7 @@ def budget_table(runs: dict[str, RunLike]) -> pd.DataFrame:
         steps = [int(v["steps"]) for _, v in sorted(s["per_replica"].items(), key=lambda kv: int(kv[0]))]
         pen = r.penalty
         weights = [p["weight"] for p in pen if p["replica"] == 0]
-        tokens_per_step = cfg.shards * cfg.batch_size * cfg.seq_len
+        tokens_per_step = cfg.shards * cfg.data.batch_size * cfg.data.seq_len
         discarded = 0.0
         if pen:
             units = len({p["unit"] for p in pen})
@@ -314,7 +314,7 @@ def budget_table(runs: dict[str, RunLike]) -> pd.DataFrame:
             ended = {(int(x.replica), int(x.end_step)): int(x.local_steps) for x in rounds_table(r).itertuples()}
             for p in pen:
                 if p["outlier"]:
-                    k = ended.get((p["replica"], p["step"]), cfg.sync_interval)
+                    k = ended.get((p["replica"], p["step"]), cfg.schedule.sync_interval)
                     discarded += k * tokens_per_step / units
         rows.append({"run": name, "val_loss": s.get("final_val_loss"), "train_end_s": s.get("train_end_s"),
                      "tokens": s["tokens"], "steps": steps,
@@ -346,7 +346,7 @@ def rounds_table(run: RunLike) -> pd.DataFrame:
             for rep, k in enumerate(counts):
                 per_rep.setdefault(rep, []).append(int(k))
         for rep, counts in sorted(per_rep.items()):
-            start = r.config.warmup_steps  # rounds of local steps begin with the anchors, after warm-up
+            start = r.config.schedule.warmup_steps  # rounds of local steps begin with the anchors, after warm-up
             for i, k in enumerate(counts):
                 rows.append({"replica": rep, "round": i, "start_step": start, "end_step": start + k, "local_steps": k})
                 start += k
@@ -385,13 +385,13 @@ def run_label(run: RunLike) -> str:
     caps = capabilities(c.method)
     bits = [f"{c.method} {c.shards}×{c.replicas}"]
     if caps.time_triggered:
-        bits.append(f"T_sync {c.sync_period:.3g} s")
-    if caps.layerwise_sync and not c.prefetch:
+        bits.append(f"T_sync {c.aedit.sync_period:.3g} s")
+    if caps.layerwise_sync and not c.schedule.prefetch:
         bits.append("no prefetch")
-    if c.straggler_replicas and c.straggler_factor > 1:
-        bits.append(f"slow ×{c.straggler_factor:g}")
-    if c.random_pause_prob > 0 and c.random_pause_ms > 0:
-        bits.append(f"pauses {c.random_pause_prob:g}·{c.random_pause_ms:g} ms")
+    if c.stragglers.replicas and c.stragglers.factor > 1:
+        bits.append(f"slow ×{c.stragglers.factor:g}")
+    if c.stragglers.random_pause_prob > 0 and c.stragglers.random_pause_ms > 0:
+        bits.append(f"pauses {c.stragglers.random_pause_prob:g}·{c.stragglers.random_pause_ms:g} ms")
     return ", ".join(bits)
 
 

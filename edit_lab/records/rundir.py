@@ -100,7 +100,7 @@ SUMMARY_KEYS = (
     "per_replica",       # {"r": PER_REPLICA_KEYS}
     "memory",            # {"rank": memory_report(...)}
     "method_info",       # the method's own summary() (rank 0's), {} if it has none
-    "clock",             # RunConfig.clock: "wall" (this machine's time) or "virtual" (a cost model's, virtual.py)
+    "clock",             # RunConfig.clock.kind: "wall" (this machine's time) or "virtual" (a cost model's, virtual.py)
     "clock_costs",       # the virtual clock's cost source (a run directory, a file, a sentence); None on the wall clock
 )
 #: A run recorded before the clock keys existed (the shipped examples) is a wall-clock run: `summary_clock`.
@@ -298,7 +298,7 @@ def summarize(cfg: RunConfig, ranks: list[RankRecord], metrics: list[dict[str, A
         "steps": steps,
         "time_budget_s": cfg.time_budget,
         "train_end_s": max(ends) if ends else None,
-        "model": cfg.model,
+        "model": cfg.data.model,
         "start_unix": start_unix,
         "wall_s": wall,
         "tokens": total_tokens,
@@ -309,8 +309,8 @@ def summarize(cfg: RunConfig, ranks: list[RankRecord], metrics: list[dict[str, A
         "per_replica": {str(k): v for k, v in per_replica.items()},
         "memory": {str(r.rank): r.memory for r in ranks},
         "method_info": method_info,
-        "clock": cfg.clock,
-        "clock_costs": clock_costs if cfg.clock == "virtual" else None,
+        "clock": cfg.clock.kind,
+        "clock_costs": clock_costs if cfg.clock.kind == "virtual" else None,
     }
     assert tuple(summary) == SUMMARY_KEYS, "summary.json's keys are the documented SUMMARY_KEYS"
     return summary

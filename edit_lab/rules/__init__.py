@@ -6,15 +6,15 @@ plain data: it travels in the `RunConfig` (so `config.json` records what ran), e
 and a rule that cannot work is refused before any process starts, like every other knob.
 
 These rules are pluggable:
-- the penalty's **weighting** (`RunConfig.penalty_weighting_rule`, notebook 05's exercise), which replaces
+- the penalty's **weighting** (`RunConfig.rules.weighting`, notebook 05's exercise), which replaces
   `penalty.softmax_weights` at every sync of EDiT and A-EDiT, on every rank. The rule is called with the
   library's own inputs (the norms, per step when `penalty_weight_per_step`, the temperature T and the anomaly
   decisions), so a rule equal to the softmax gives the library's run;
-- a **straggler** kind (`RunConfig.straggler_rule`, notebook 06's exercise): `fn(step, replica, compute_s)`,
+- a **straggler** kind (`RunConfig.rules.straggler`, notebook 06's exercise): `fn(step, replica, compute_s)`,
   the seconds that replica pauses after that step, whose own compute took `compute_s` (0: no pause). Every
   rank calls it after every step (`stragglers.StragglerModel.delay`, reason "rule"), on top of the consistent
   and random stragglers; on the virtual clock `compute_s` is the calibrated compute of a step.
-- the **sync group** (`RunConfig.sync_group_rule`, notebook 03's exercise): `fn(rank, shards, replicas) -> list
+- the **sync group** (`RunConfig.rules.sync_group`, notebook 03's exercise): `fn(rank, shards, replicas) -> list
   of ranks`, the sync group of that rank. Every rank calls it for every rank of the mesh (`sync_groups`) and
   creates every group it gives, in the same order, instead of `mesh.Mesh`'s columns. Refused before launch
   (`sync_groups_problem`) when it raises, answers anything but whole ranks of the mesh, or its groups are not a
@@ -22,14 +22,14 @@ These rules are pluggable:
   partition that is the wrong one runs: it averages shards that hold different parameters. Only with A-EDiT or
   a time budget, where the replicas agree over the sync group on when to sync or stop, a partition whose groups
   do not hold one rank of every replica is refused too (its groups could take different decisions and hang).
-- the **outer step** (`RunConfig.outer_step_rule`, notebook 02's exercise): `fn(anchor, delta_bar, buf, lr,
+- the **outer step** (`RunConfig.rules.outer_step`, notebook 02's exercise): `fn(anchor, delta_bar, buf, lr,
   momentum) -> (new_anchor, new_buf)`, called by every rank for its shard of each unit at every sync instead of
   torch's SGD (`outer.OuterState.step`; diloco, edit and aedit only), with copies of the anchor shard, the
   averaged pseudo-gradient Δ̄ and the momentum buffer (zeros before the first step), and the configured
   `outer_lr` and `outer_momentum`. What it returns becomes the anchor and the momentum buffer (checkpointed as
   the optimizer's), so a rule equal to torch's Nesterov SGD gives the library's run. `torch` is provided to it
   as `math` is; it is probed on small tensors before any process starts.
-- the **gradient all-reduce** (`RunConfig.grad_all_reduce_rule`, notebook 01's exercise): `fn(grad, reduce_scatter,
+- the **gradient all-reduce** (`RunConfig.rules.grad_all_reduce`, notebook 01's exercise): `fn(grad, reduce_scatter,
   all_gather) -> tensor`, called by every rank for each unit's gradient shard, at every step in which the method
   all-reduces gradients over the sync group (sync, and the warm-up of the local-SGD methods), instead of the
   built-in all-reduce (`methods.base.Method.all_reduce_grads_over_sync_group`). `grad` is the rank's flat shard,
@@ -39,7 +39,7 @@ These rules are pluggable:
   the rank's gradient, so `all_gather(reduce_scatter(grad))` gives the built-in run up to float rounding. Probed
   before any process starts on R stand-in replicas (threads with in-process collectives, `StandInGroup`): one
   that fails or answers the wrong shape is refused; one that answers wrong numbers runs.
-- the **layer-wise sync order** (`RunConfig.sync_schedule_rule`, notebook 04's exercise): `fn(n_units) -> list of
+- the **layer-wise sync order** (`RunConfig.rules.sync_schedule`, notebook 04's exercise): `fn(n_units) -> list of
   (kind, unit)`, kind "issue" (start the unit's `sync_reduce`), "wait" (`finish`: wait for it, step the anchor,
   θ ← a), "all_gather" or "compute", one EDiT/A-EDiT sync step's forward on every rank. Every rank runs the
   issues and waits listed between ("all_gather", l−1) and ("all_gather", l) in unit l's pre-forward, in the
@@ -48,7 +48,7 @@ These rules are pluggable:
   and waited for exactly once, a wait before its issue, all-gathers not 0..n−1 in order, an issue or wait after
   the last all-gather, an unknown kind, fn raising or answering a non-list). A unit gathered before its wait
   runs (its wait moves to a later unit's pre-forward; the shard is reset in place): the run shows the damage.
-- the **fragment schedule** (`RunConfig.fragment_schedule_rule`, notebook 09's exercise): `fn(step, warmup,
+- the **fragment schedule** (`RunConfig.rules.fragment_schedule`, notebook 09's exercise): `fn(step, warmup,
   interval, fragments) -> fragment or None`, the fragment whose outer step lands at the start of `step`;
   streaming_diloco only. Every rank calls it with the run's W, H and P instead of `protocol.fragment_landing`
   (at step + τ, to send that fragment's pseudo-gradient τ = `fragment_sync_delay` steps before it lands), and so

@@ -1,4 +1,4 @@
-"""The fragment schedule (`RunConfig.fragment_schedule_rule`, notebook 09).
+"""The fragment schedule (`RunConfig.rules.fragment_schedule`, notebook 09).
 
 Part of `edit_lab.rules` (a reader's own rule, run by every rank), which re-exports every name here and says
 how the rules work."""
@@ -40,7 +40,7 @@ def fragment_schedule(source: str) -> FragmentSchedule:
 
 def fragment_schedule_of(source: str | None) -> FragmentSchedule:
     """What a streaming run (and its simulated twin) asks which fragment lands when: the reader's rule when one is
-    set (`RunConfig.fragment_schedule_rule`), else the library's `protocol.fragment_landing`."""
+    set (`RunConfig.rules.fragment_schedule`), else the library's `protocol.fragment_landing`."""
     if source is None:
         from edit_lab.protocol import fragment_landing
 

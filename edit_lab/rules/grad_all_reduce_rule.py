@@ -1,4 +1,4 @@
-"""The gradient all-reduce (`RunConfig.grad_all_reduce_rule`, notebook 01), and the stand-in replicas it is probed on.
+"""The gradient all-reduce (`RunConfig.rules.grad_all_reduce`, notebook 01), and the stand-in replicas it is probed on.
 
 Part of `edit_lab.rules` (a reader's own rule, run by every rank), which re-exports every name here and says
 how the rules work."""

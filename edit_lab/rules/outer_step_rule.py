@@ -1,4 +1,4 @@
-"""The outer step (`RunConfig.outer_step_rule`, notebook 02).
+"""The outer step (`RunConfig.rules.outer_step`, notebook 02).
 
 Part of `edit_lab.rules` (a reader's own rule, run by every rank), which re-exports every name here and says
 how the rules work."""

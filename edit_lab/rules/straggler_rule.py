@@ -1,4 +1,4 @@
-"""A straggler kind (`RunConfig.straggler_rule`, notebook 06).
+"""A straggler kind (`RunConfig.rules.straggler`, notebook 06).
 
 Part of `edit_lab.rules` (a reader's own rule, run by every rank), which re-exports every name here and says
 how the rules work."""

@@ -1,4 +1,4 @@
-"""The sync group (`RunConfig.sync_group_rule`, notebook 03).
+"""The sync group (`RunConfig.rules.sync_group`, notebook 03).
 
 Part of `edit_lab.rules` (a reader's own rule, run by every rank), which re-exports every name here and says
 how the rules work."""

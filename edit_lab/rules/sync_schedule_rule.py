@@ -1,4 +1,4 @@
-"""The layer-wise sync order (`RunConfig.sync_schedule_rule`, notebook 04).
+"""The layer-wise sync order (`RunConfig.rules.sync_schedule`, notebook 04).
 
 Part of `edit_lab.rules` (a reader's own rule, run by every rank), which re-exports every name here and says
 how the rules work."""

@@ -1,4 +1,4 @@
-"""The penalty's weighting (`RunConfig.penalty_weighting_rule`, notebook 05).
+"""The penalty's weighting (`RunConfig.rules.weighting`, notebook 05).
 
 Part of `edit_lab.rules` (a reader's own rule, run by every rank), which re-exports every name here and says
 how the rules work."""

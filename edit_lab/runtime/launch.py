@@ -52,7 +52,7 @@ def default_out(cfg: RunConfig) -> Path:
 
 def _worker_env(cfg: RunConfig) -> dict[str, str]:
     env = dict(os.environ)
-    threads = str(cfg.threads)
+    threads = str(cfg.runtime.threads)
     env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads, PYTHONUNBUFFERED="1")
     env["EDIT_LAB_LAUNCHER_PID"] = str(os.getpid())  # lets a worker notice it was orphaned before PDEATHSIG was set
     # make the package importable in the worker even when it is used from a source checkout
@@ -190,16 +190,16 @@ def launch(cfg: RunConfig, stall_timeout_s: float | None = None, overwrite: bool
     (default: 3 × the collective timeout).
     """
     cfg = cfg.validate()
-    out = Path(cfg.out) if cfg.out else default_out(cfg)
+    out = Path(cfg.runtime.out) if cfg.runtime.out else default_out(cfg)
     outdir.check(out, overwrite)  # before the checkpoint is read (that loads torch): a refusal stays quick
     from edit_lab.train.checkpoint import prepare_resume
 
     cfg = prepare_resume(cfg)
-    if overwrite and cfg.resume and Path(cfg.resume).resolve().is_relative_to(out.resolve()):
-        raise ConfigError(f"resume={cfg.resume!r} is not allowed with overwrite=True into out={str(out)!r}: "
+    if overwrite and cfg.runtime.resume and Path(cfg.runtime.resume).resolve().is_relative_to(out.resolve()):
+        raise ConfigError(f"resume={cfg.runtime.resume!r} is not allowed with overwrite=True into out={str(out)!r}: "
                           f"overwriting removes that checkpoint; resume into another --out")
     with outdir.claim(out, overwrite):
-        if cfg.clock == "virtual":  # every rank a thread of this process, on the cost model's clock
+        if cfg.clock.kind == "virtual":  # every rank a thread of this process, on the cost model's clock
             from edit_lab.clock.virtual import run_virtual
 
             run = run_virtual(cfg.replace(out=str(out)), out, WorkerError)
@@ -213,11 +213,11 @@ def _run(cfg: RunConfig, out: Path, stall_timeout_s: float | None) -> Run:
     import torch.distributed as dist
 
     (out / rundir.CONFIG).write_text(cfg.to_json())
-    stall_timeout_s = stall_timeout_s or max(3 * cfg.timeout_s, 60.0)
+    stall_timeout_s = stall_timeout_s or max(3 * cfg.runtime.timeout_s, 60.0)
     store = dist.TCPStore("127.0.0.1", 0, cfg.world_size + 1, is_master=True, wait_for_workers=False,
-                          timeout=__import__("datetime").timedelta(seconds=cfg.timeout_s))
+                          timeout=__import__("datetime").timedelta(seconds=cfg.runtime.timeout_s))
     env = _worker_env(cfg)
-    server = forkserver.server_for(env) if forkserver.enabled(cfg.device) else None
+    server = forkserver.server_for(env) if forkserver.enabled(cfg.runtime.device) else None
     procs: list[WorkerProcess] = []
     bar, succeeded = None, False
     try:
@@ -225,7 +225,7 @@ def _run(cfg: RunConfig, out: Path, stall_timeout_s: float | None) -> Run:
             argv = ["--config", str(out / rundir.CONFIG), "--rank", str(rank), "--world-size", str(cfg.world_size),
                     "--master-port", str(store.port)]
             procs.append(_start_rank(server, argv, env, out / outdir.rank_log(rank)))
-        if cfg.progress:
+        if cfg.runtime.progress:
             from tqdm.auto import tqdm
 
             total, unit = cfg.progress_total()
@@ -234,7 +234,7 @@ def _run(cfg: RunConfig, out: Path, stall_timeout_s: float | None) -> Run:
         while True:
             codes = [p.poll() for p in procs]
             if any(c not in (None, 0) for c in codes):
-                rank, tb = _first_failure(out, procs, settle_s=min(cfg.timeout_s, 10.0))
+                rank, tb = _first_failure(out, procs, settle_s=min(cfg.runtime.timeout_s, 10.0))
                 _stop(procs)
                 raise WorkerError(rank, tb, out)
             if all(c == 0 for c in codes):
@@ -262,8 +262,8 @@ def _run(cfg: RunConfig, out: Path, stall_timeout_s: float | None) -> Run:
 
 def _note_readmissions(run: Run, cfg: RunConfig, stacklevel: int) -> None:
     """Warn (at the caller of `launch`) when the run's anomaly detector re-admitted or released outliers."""
-    note = readmission_note(run.summary, run.path, cfg.penalty_readmit_after,
-                            released=cfg.penalty_peers and cfg.replicas > 1)
+    note = readmission_note(run.summary, run.path, cfg.penalty.readmit_after,
+                            released=cfg.penalty.peers and cfg.replicas > 1)
     if note:
         warnings.warn(note, stacklevel=stacklevel)
 

@@ -49,7 +49,7 @@ def _die_with_parent() -> None:
 
 
 def resolve_device(cfg: RunConfig, local_rank: int) -> torch.device:
-    want = cfg.device
+    want = cfg.runtime.device
     if want == "auto":
         want = "cuda" if torch.cuda.is_available() else "cpu"
     if want == "cuda":
@@ -77,15 +77,15 @@ def stray_tensors_to(device: str | None) -> None:
 def run_rank(cfg: RunConfig, rank: int, world_size: int, local_rank: int, init_method: str | None = None,
              store: dist.Store | None = None) -> None:
     """Initialise the process group, train, and write this rank's share of the run directory."""
-    configure_cpu(cfg.threads)
-    out = Path(cfg.out)
+    configure_cpu(cfg.runtime.threads)
+    out = Path(cfg.runtime.out)
     device = resolve_device(cfg, local_rank)
     backend = resolve_backend(cfg, device)
     dist.init_process_group(backend, init_method=init_method, store=store, rank=rank, world_size=world_size,
-                            timeout=datetime.timedelta(seconds=cfg.timeout_s))
+                            timeout=datetime.timedelta(seconds=cfg.runtime.timeout_s))
     trainer: Trainer | None = None
     try:
-        mesh = Mesh.build(cfg.shards, cfg.replicas, timeout_s=cfg.timeout_s, sync_groups=configured_sync_groups(cfg))
+        mesh = Mesh.build(cfg.shards, cfg.replicas, timeout_s=cfg.runtime.timeout_s, sync_groups=configured_sync_groups(cfg))
         clock = Clock()
         trainer = Trainer(cfg, mesh, device, clock)
         stray_tensors_to(os.environ.get(STRAY_DEVICE_ENV))
@@ -120,12 +120,12 @@ def main(argv: list[str] | None = None) -> None:
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         cfg = checkpoint.prepare_resume(cfg.validate(world_size=world))
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        Path(cfg.out).mkdir(parents=True, exist_ok=True)
+        Path(cfg.runtime.out).mkdir(parents=True, exist_ok=True)
         kwargs: dict = {"init_method": "env://"}
     else:  # our launcher: it hosts the rendezvous store, we are its clients
         rank, world, local_rank = args.rank, args.world_size, args.rank
         store = dist.TCPStore(args.master_addr, args.master_port, world, is_master=False,
-                              timeout=datetime.timedelta(seconds=cfg.timeout_s))
+                              timeout=datetime.timedelta(seconds=cfg.runtime.timeout_s))
         kwargs = {"store": store}
     try:
         run_rank(cfg, rank, world, local_rank, **kwargs)

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from edit_lab.config import ConfigError
+from edit_lab.config import ConfigError, RunConfig
 from edit_lab.core.mesh import Mesh
 
 
@@ -119,10 +119,10 @@ def resolve(path: str | Path, warn=print) -> Path:
 
 def check_compatible(manifest: dict[str, Any], cfg) -> None:
     """Refuse a resume that cannot work, before any process starts."""
-    old = manifest["config"]
+    old = RunConfig.from_dict(manifest["config"])  # in sections, or flat as older checkpoints wrote it
     for name in ("shards", "model", "method", "inner_optimizer"):
-        if old[name] != getattr(cfg, name):
-            raise ConfigError(f"{name}={getattr(cfg, name)!r} differs from the checkpoint's {old[name]!r}: "
+        if old.get(name) != cfg.get(name):
+            raise ConfigError(f"{name}={cfg.get(name)!r} differs from the checkpoint's {old.get(name)!r}: "
                               f"resuming can change the number of replicas, not {name}")
     if manifest["step"] >= cfg.steps:
         raise ConfigError(f"steps={cfg.steps} is not allowed: the checkpoint is already at step {manifest['step']}; "
@@ -144,9 +144,9 @@ def load(ckpt: Path, rank: int, shards: int) -> tuple[dict[str, Any], dict[str, 
 
 
 def prepare_resume(cfg, warn=print):
-    """Resolve `cfg.resume` to one whole checkpoint folder and check it fits `cfg` (no-op without resume)."""
-    if not cfg.resume:
+    """Resolve `cfg.runtime.resume` to one whole checkpoint folder and check it fits `cfg` (no-op without resume)."""
+    if not cfg.runtime.resume:
         return cfg
-    ckpt = resolve(cfg.resume, warn)
+    ckpt = resolve(cfg.runtime.resume, warn)
     check_compatible(verify(ckpt), cfg)
     return cfg.replace(resume=str(ckpt))

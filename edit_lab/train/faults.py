@@ -41,7 +41,7 @@ class InjectedFault(RuntimeError):
 
 
 def _fires(cfg: "RunConfig", rank: int, step: int) -> bool:
-    return cfg.fault_rank == rank and cfg.fault_step == step
+    return cfg.trouble.fault_rank == rank and cfg.trouble.fault_step == step
 
 
 def inject(cfg: "RunConfig", rank: int, step: int) -> None:
@@ -49,16 +49,16 @@ def inject(cfg: "RunConfig", rank: int, step: int) -> None:
 
     ("nan" acts on the loss instead: see `maybe_poison_loss`.)
     """
-    if not _fires(cfg, rank, step) or cfg.fault_kind == "nan":
+    if not _fires(cfg, rank, step) or cfg.trouble.fault_kind == "nan":
         return
     # one line in rank{rank}.log, so whoever reads the log knows this failure was on purpose
-    print(f"edit_lab.train.faults: rank {rank} will {cfg.fault_kind} at the start of step {step} on purpose",
+    print(f"edit_lab.train.faults: rank {rank} will {cfg.trouble.fault_kind} at the start of step {step} on purpose",
           file=sys.stderr, flush=True)
-    if cfg.fault_kind == "raise":
+    if cfg.trouble.fault_kind == "raise":
         raise InjectedFault(f"fault injected on rank {rank} at step {step} (fault_kind='raise')")
-    if cfg.fault_kind == "kill":
+    if cfg.trouble.fault_kind == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
-    if cfg.fault_kind == "hang":
+    if cfg.trouble.fault_kind == "hang":
         while True:  # peers block in their next collective with this rank until `timeout_s`
             time.sleep(3600)
 
@@ -69,7 +69,7 @@ def maybe_poison_loss(cfg: "RunConfig", rank: int, step: int, loss: "torch.Tenso
     Multiplying (rather than replacing) keeps the autograd graph, so the backward runs as it would
     with a real numerical blow-up and the gradients become NaN too.
     """
-    if cfg.fault_kind == "nan" and _fires(cfg, rank, step):
+    if cfg.trouble.fault_kind == "nan" and _fires(cfg, rank, step):
         return loss * float("nan")
     return loss
 
@@ -82,7 +82,7 @@ def check_finite(cfg: "RunConfig", rank: int, step: int, loss: "torch.Tensor") -
     with ``penalty_anomaly`` on treat that replica's pseudo-gradient as an anomaly and drop it, so the
     run is allowed to continue there.
     """
-    if capabilities(cfg.method).has_penalty and cfg.penalty_anomaly:  # it can exclude the replica
+    if capabilities(cfg.method).has_penalty and cfg.penalty.anomaly:  # it can exclude the replica
         return
     value = float(loss.detach())
     if not math.isfinite(value):

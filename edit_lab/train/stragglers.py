@@ -50,7 +50,7 @@ class StragglerModel:
     factor: float = 1.0
     pause_prob: float = 0.0
     pause_s: float = 0.0
-    rule: str | None = None  # the source of a reader's straggler rule (RunConfig.straggler_rule)
+    rule: str | None = None  # the source of a reader's straggler rule (RunConfig.rules.straggler)
 
     def __post_init__(self) -> None:
         from edit_lab.rules import straggler
@@ -59,8 +59,8 @@ class StragglerModel:
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> "StragglerModel":
-        return cls(cfg.seed, tuple(cfg.straggler_replicas), cfg.straggler_factor, cfg.random_pause_prob,
-                   cfg.random_pause_ms / 1e3, cfg.straggler_rule)
+        return cls(cfg.seed, tuple(cfg.stragglers.replicas), cfg.stragglers.factor, cfg.stragglers.random_pause_prob,
+                   cfg.stragglers.random_pause_ms / 1e3, cfg.rules.straggler)
 
     def random_pause(self, step: int, replica: int) -> float:
         """Seconds of random pause for this replica at this step (0 most of the time)."""

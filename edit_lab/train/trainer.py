@@ -40,8 +40,8 @@ def local_world_size(cfg: RunConfig) -> int:
 
 def resolve_backend(cfg: RunConfig, device: torch.device) -> str:
     """NCCL when every local rank has a GPU of its own; otherwise gloo (on GPUs: through CPU copies)."""
-    if cfg.backend != "auto":
-        return cfg.backend
+    if cfg.runtime.backend != "auto":
+        return cfg.runtime.backend
     if device.type == "cuda" and torch.cuda.device_count() >= local_world_size(cfg):
         return "nccl"
     return "gloo"
@@ -49,9 +49,9 @@ def resolve_backend(cfg: RunConfig, device: torch.device) -> str:
 
 def make_optimizer(cfg: RunConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
     """The inner optimizer, on this rank's shards only (elementwise, so sharding does not change it)."""
-    if cfg.inner_optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=cfg.lr, betas=cfg.betas, weight_decay=cfg.weight_decay)
-    return torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if cfg.inner.optimizer == "adamw":
+        return torch.optim.AdamW(params, lr=cfg.inner.lr, betas=cfg.inner.betas, weight_decay=cfg.inner.weight_decay)
+    return torch.optim.SGD(params, lr=cfg.inner.lr, weight_decay=cfg.inner.weight_decay)
 
 
 class Trainer:
@@ -62,7 +62,7 @@ class Trainer:
         """`comm_factory`: builds the rank's `Comm` from its log instead (the virtual clock's, virtual.py)."""
         self.cfg, self.mesh, self.device = cfg, mesh, device
         self.log = EventLog(mesh.rank, mesh.replica, mesh.shard, clock, cuda=device.type == "cuda")
-        link = LinkModel.of(cfg.link_latency_ms, cfg.link_bandwidth_mb_s)
+        link = LinkModel.of(cfg.link.latency_ms, cfg.link.bandwidth_mb_s)
         stage = device.type == "cuda" and resolve_backend(cfg, device) == "gloo"  # ranks sharing a GPU
         self.comm = (Comm(mesh, self.log, link, stage_to_cpu=stage, device=device,
                           wire=wire_spec_of(cfg)) if comm_factory is None
@@ -82,22 +82,22 @@ class Trainer:
         self.train_end_s: float | None = None
         self._checkpoint_due: int | None = None
         self.method.on_synced = self.after_sync
-        if cfg.resume:
-            self.restore(Path(cfg.resume))
+        if cfg.runtime.resume:
+            self.restore(Path(cfg.runtime.resume))
 
     # ------------------------------------------------------------------ what a rank computes on
     def make_engine(self) -> ShardedModel:
         """This rank's sharded model; the virtual clock's time-only mode puts a stand-in here (edit_lab/clock/time_only.py)."""
         cfg = self.cfg
-        model = build_model(cfg.model, cfg.seed)
-        return ShardedModel(model, self.comm, self.device, bf16=cfg.bf16,
-                            reshard_after_forward=cfg.reshard_after_forward)
+        model = build_model(cfg.data.model, cfg.seed)
+        return ShardedModel(model, self.comm, self.device, bf16=cfg.runtime.bf16,
+                            reshard_after_forward=cfg.runtime.reshard_after_forward)
 
     def load_data(self) -> None:
         """The corpus and the validation batches (a time-only run computes on none: edit_lab/clock/time_only.py)."""
         cfg = self.cfg
-        self.corpus = Corpus.from_bytes(load_corpus(cfg.data))
-        self.val = val_batches(self.corpus, cfg.eval_batches, cfg.batch_size, cfg.seq_len, cfg.seed)
+        self.corpus = Corpus.from_bytes(load_corpus(cfg.data.corpus))
+        self.val = val_batches(self.corpus, cfg.data.eval_batches, cfg.data.batch_size, cfg.data.seq_len, cfg.seed)
 
     # ------------------------------------------------------------------ checkpoints
     def after_sync(self, next_step: int) -> None:
@@ -108,7 +108,7 @@ class Trainer:
         forward of `next_step`, is saved at once, before the step's local update moves θ away from a.
         """
         self.syncs_done += 1
-        if self.cfg.checkpoint_every and self.syncs_done % self.cfg.checkpoint_every == 0:
+        if self.cfg.runtime.checkpoint_every and self.syncs_done % self.cfg.runtime.checkpoint_every == 0:
             if next_step == self.log.step + 1:
                 self._checkpoint_due = next_step
             else:
@@ -116,7 +116,7 @@ class Trainer:
 
     def save_checkpoint(self, next_step: int) -> None:
         with self.log.span("checkpoint", next_step=next_step, sync=self.syncs_done):
-            checkpoint.save(Path(self.cfg.out), self.syncs_done, self.mesh.rank, self.mesh.world_size,
+            checkpoint.save(Path(self.cfg.runtime.out), self.syncs_done, self.mesh.rank, self.mesh.world_size,
                             self.state_dict(next_step), {"config": self.cfg.to_dict()}, barrier=self.comm.barrier)
 
     def state_dict(self, next_step: int) -> dict:
@@ -143,12 +143,12 @@ class Trainer:
     # ------------------------------------------------------------------ data
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         cfg, m = self.cfg, self.mesh
-        x, y = train_batch(self.corpus, step, m.replica, m.shard, cfg.batch_size, cfg.seq_len, cfg.seed)
-        if m.replica == cfg.corrupt_replica and step >= cfg.corrupt_from_step:
-            if cfg.corrupt_mode == "corpus" and self.other_corpus is None:
+        x, y = train_batch(self.corpus, step, m.replica, m.shard, cfg.data.batch_size, cfg.data.seq_len, cfg.seed)
+        if m.replica == cfg.trouble.corrupt_replica and step >= cfg.trouble.corrupt_from_step:
+            if cfg.trouble.corrupt_mode == "corpus" and self.other_corpus is None:
                 self.other_corpus = Corpus.from_bytes(bytes(range(256)) * 4096)
             gen = torch.Generator().manual_seed(mix_seed(cfg.seed, m.replica, m.shard, step, 7))
-            x, y = corrupt_batch(x, y, cfg.corrupt_mode, gen, self.other_corpus)
+            x, y = corrupt_batch(x, y, cfg.trouble.corrupt_mode, gen, self.other_corpus)
         return x.to(self.device), y.to(self.device)
 
     # ------------------------------------------------------------------ one step
@@ -169,18 +169,18 @@ class Trainer:
         else:  # a late replica of backup workers: its gradient would be dropped, so it computes none
             self.engine.drop_backward()
         self.method.after_backward(step)
-        if cfg.grad_clip > 0:
-            self.engine.grad_norm_(cfg.grad_clip)
+        if cfg.inner.grad_clip > 0:
+            self.engine.grad_norm_(cfg.inner.grad_clip)
         with log.span("optimizer"):
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
         if not self.quorum:
             self.straggle(step, first_event)
-        if step == cfg.spike_step and self.mesh.replica == cfg.spike_replica:
+        if step == cfg.trouble.spike_step and self.mesh.replica == cfg.trouble.spike_replica:
             with torch.no_grad():  # a one-off blow-up of this replica (on `spike_units`, or every unit)
                 for unit, p in enumerate(self.engine.shards):
-                    if not cfg.spike_units or unit in cfg.spike_units:
-                        p.mul_(cfg.spike_scale)
+                    if not cfg.trouble.spike_units or unit in cfg.trouble.spike_units:
+                        p.mul_(cfg.trouble.spike_scale)
         self.method.after_optimizer(step)
         value = float(loss.detach())  # waits for the device, so t_end is the step's real end
         t_end = clock.now()
@@ -261,7 +261,7 @@ class Trainer:
         start at or after each multiple of the period.
         """
         cfg = self.cfg
-        budget, every_s = cfg.time_budget, cfg.eval_every_s
+        budget, every_s = cfg.time_budget, cfg.data.eval_every_s
         next_eval = every_s if every_s > 0 else math.inf
         step = self.start_step
         # region time-budget-stop
@@ -279,7 +279,7 @@ class Trainer:
                     next_eval += every_s
             self.train_step(step)
             step += 1
-            if not budget and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+            if not budget and cfg.data.eval_every and step % cfg.data.eval_every == 0 and step < cfg.steps:
                 self.evaluate(step)
             if progress is not None:
                 progress.write(int(t) if budget else step, cfg.progress_total()[0])

@@ -47,7 +47,7 @@ from edit_lab.viz.rounds import rounds_figure
 from edit_lab.viz.stragglers import straggler_figure
 from edit_lab.viz.timeline import default_align, timeline_figure
 
-CLOCKS = (("this machine", "wall"), ("virtual", "virtual"))  # the panel's clock switch: RunConfig.clock
+CLOCKS = (("this machine", "wall"), ("virtual", "virtual"))  # the panel's clock switch: RunConfig.clock.kind
 VIRTUAL = "virtual clock"  # what a virtual run's labels and titles say
 BANDWIDTHS = (("unlimited", 0.0), ("1000 MB/s", 1000.0), ("100 MB/s", 100.0), ("20 MB/s", 20.0),
               ("5 MB/s", 5.0), ("1 MB/s", 1.0))
@@ -79,11 +79,11 @@ def failure_html(e: BaseException, limit: int = 600) -> str:
 
 def is_virtual(run: RunLike) -> bool:
     """Whether `run` was timed by the virtual clock's cost model rather than by this machine."""
-    return as_run(run).config.clock == "virtual"
+    return as_run(run).config.clock.kind == "virtual"
 
 
 def cost_profile(source: str | None) -> str:
-    """A virtual run's cost source (summary.json's `clock_costs`, `RunConfig.clock_costs`) as a reader wants it:
+    """A virtual run's cost source (summary.json's `clock_costs`, `RunConfig.clock.costs`) as a reader wants it:
     a run directory or a costs file named by its last part (a path says where a checkout lies, not which costs:
     'calibrated from run edit-straggler', 'costs file gpu.json'), the rest (what was scaled) kept as written."""
     if not source:
@@ -104,7 +104,7 @@ def clock_note(run: RunLike) -> str:
     r = as_run(run)
     if not is_virtual(r):
         return ""
-    return f"{VIRTUAL}, costs {cost_profile(r.summary.get('clock_costs') or r.config.clock_costs)}"
+    return f"{VIRTUAL}, costs {cost_profile(r.summary.get('clock_costs') or r.config.clock.costs)}"
 
 
 def clock_labels(runs: Sequence[RunLike], labels: Sequence[str]) -> list[str]:
@@ -251,27 +251,27 @@ class StragglerLab:
         methods = available_methods()
         self.method = W.Dropdown(options=methods, value=b.method if b.method in methods else methods[0],
                                  description="method", style=style, layout=layout)
-        self.sync_interval = W.IntSlider(value=b.sync_interval, min=1, max=max(20, b.sync_interval),
+        self.sync_interval = W.IntSlider(value=b.schedule.sync_interval, min=1, max=max(20, b.schedule.sync_interval),
                                          description="sync interval τ", style=style, layout=layout)
-        self.sync_period = W.FloatLogSlider(value=b.sync_period, base=10, min=-2, max=1, step=0.1,
+        self.sync_period = W.FloatLogSlider(value=b.aedit.sync_period, base=10, min=-2, max=1, step=0.1,
                                             description="A-EDiT sync period (s)", style=style, layout=layout)
-        self.slow_factor = W.FloatSlider(value=b.straggler_factor, min=1.0, max=4.0, step=0.25,
+        self.slow_factor = W.FloatSlider(value=b.stragglers.factor, min=1.0, max=4.0, step=0.25,
                                          description="last replica slower ×", style=style, layout=layout)
-        self.pause_prob = W.FloatSlider(value=b.random_pause_prob, min=0.0, max=0.5, step=0.05,
+        self.pause_prob = W.FloatSlider(value=b.stragglers.random_pause_prob, min=0.0, max=0.5, step=0.05,
                                         description="random pause prob.", style=style, layout=layout)
-        self.pause_ms = W.FloatSlider(value=b.random_pause_ms, min=0.0, max=200.0, step=10.0,
+        self.pause_ms = W.FloatSlider(value=b.stragglers.random_pause_ms, min=0.0, max=200.0, step=10.0,
                                       description="pause length (ms)", style=style, layout=layout)
         bw_values = [v for _, v in BANDWIDTHS]
         self.bandwidth = W.Dropdown(options=BANDWIDTHS,
-                                    value=b.link_bandwidth_mb_s if b.link_bandwidth_mb_s in bw_values else 0.0,
+                                    value=b.link.bandwidth_mb_s if b.link.bandwidth_mb_s in bw_values else 0.0,
                                     description="sync link bandwidth", style=style, layout=layout)
-        self.latency_ms = W.FloatSlider(value=b.link_latency_ms, min=0.0, max=50.0, step=1.0,
+        self.latency_ms = W.FloatSlider(value=b.link.latency_ms, min=0.0, max=50.0, step=1.0,
                                         description="sync link latency (ms)", style=style, layout=layout)
-        self.prefetch = W.Checkbox(value=b.prefetch, description="prefetch (overlap sync with compute)", **check)
-        self.penalty_anomaly = W.Checkbox(value=b.penalty_anomaly, description="penalty: anomaly filter", **check)
-        self.penalty_weighting = W.Checkbox(value=b.penalty_weighting, description="penalty: softmax weights",
+        self.prefetch = W.Checkbox(value=b.schedule.prefetch, description="prefetch (overlap sync with compute)", **check)
+        self.penalty_anomaly = W.Checkbox(value=b.penalty.anomaly, description="penalty: anomaly filter", **check)
+        self.penalty_weighting = W.Checkbox(value=b.penalty.weighting, description="penalty: softmax weights",
                                             **check)
-        self.penalty_clip = W.Checkbox(value=b.penalty_clip, description="penalty: clip", **check)
+        self.penalty_clip = W.Checkbox(value=b.penalty.clip, description="penalty: clip", **check)
         self.steps = W.IntSlider(value=b.steps, min=2, max=max(200, b.steps), description="steps", style=style,
                                  layout=layout)
         # 0: train `steps` steps; otherwise every replica trains as many steps as fit (edit-method.md §12);
@@ -281,7 +281,7 @@ class StragglerLab:
                                          description="time budget (s)", style=style, layout=layout,
                                          tooltip="0: train `steps` steps; > 0: train for this many seconds")
         # where Run's run is timed: this machine (a process per rank) or the virtual clock (threads, a cost model)
-        self.clock = W.ToggleButtons(options=CLOCKS, value=b.clock if b.clock in dict(CLOCKS).values() else "wall",
+        self.clock = W.ToggleButtons(options=CLOCKS, value=b.clock.kind if b.clock.kind in dict(CLOCKS).values() else "wall",
                                      description="clock", style={"description_width": "40px", "button_width": "118px"},
                                      layout=W.Layout(width="330px", flex="0 0 auto"),  # both labels whole (118 px each)
                                      tooltips=["a real run: one worker process per rank, timed by this machine",
@@ -377,10 +377,10 @@ class StragglerLab:
         self.button.disabled = True
         total, _ = cfg.progress_total()
         self.progress.max, self.progress.value, self.progress.bar_style = total, 0, "info"
-        unit = "virtual s" if cfg.clock == "virtual" else "s"
+        unit = "virtual s" if cfg.clock.kind == "virtual" else "s"
         length = f"{cfg.time_budget:g} {unit}" if cfg.time_budget else f"{cfg.steps} steps"
-        where = (f" on the {VIRTUAL} (in this process, every rank a thread; costs {cost_profile(cfg.clock_costs)})"
-                 if cfg.clock == "virtual" else "")
+        where = (f" on the {VIRTUAL} (in this process, every rank a thread; costs {cost_profile(cfg.clock.costs)})"
+                 if cfg.clock.kind == "virtual" else "")
         self.status.value = f"running {cfg.method} {cfg.shards}×{cfg.replicas} for {length}{where}…"
         # The run itself stays on this thread, so an interrupt (the notebook's stop button) reaches the
         # launcher, which then ends every worker; a helper thread only follows the progress file.

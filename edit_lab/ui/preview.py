@@ -68,7 +68,7 @@ class LabPreview:
             if run is None:
                 continue
             c = run.config
-            if (c.model, c.shards, c.seq_len) != (base.model, base.shards, base.seq_len):
+            if (c.data.model, c.shards, c.data.seq_len) != (base.data.model, base.shards, base.data.seq_len):
                 continue
             try:
                 self.costs = calibrate(run)

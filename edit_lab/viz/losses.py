@@ -31,7 +31,7 @@ from edit_lab.viz.layout import (
 
 def seconds_title(runs: Sequence[object]) -> str:
     """The time axis's title: a virtual run's seconds are its cost model's, never this machine's."""
-    clocks = {r.config.clock for r in runs}
+    clocks = {r.config.clock.kind for r in runs}
     if clocks == {"virtual"}:
         return "virtual seconds since the start (the cost model's)"
     if "virtual" in clocks:
@@ -47,7 +47,7 @@ def loss_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | None 
         return budget_loss_figure(rs, labels, title)
     names = run_labels(rs, labels)
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.05,
-                        subplot_titles=("against inner steps", "against virtual time" if {r.config.clock for r in rs} == {"virtual"}
+                        subplot_titles=("against inner steps", "against virtual time" if {r.config.clock.kind for r in rs} == {"virtual"}
                                         else "against wall-clock time"))
     for name, r, color in zip(names, rs, run_colors([r.config.method for r in rs])):
         m = metrics_table(r)

@@ -52,11 +52,11 @@ def _config_rows(cfg: RunConfig) -> list[tuple[str, Any]]:
     """The fields that differ from the defaults, plus the mesh: what makes this run this run."""
     default = RunConfig()
     always = ("method", "shards", "replicas", "steps", "model", "seq_len", "batch_size")
-    rows = [(k, getattr(cfg, k)) for k in always]
-    for k, v in cfg.to_dict().items():
+    rows = [(k, cfg.get(k)) for k in always]
+    for k, v in cfg.flat().items():
         if k in always or k in ("out", "progress"):
             continue
-        if v != getattr(default, k) and not (isinstance(v, list) and tuple(v) == getattr(default, k)):
+        if v != default.get(k):
             rows.append((k, v))
     return rows
 

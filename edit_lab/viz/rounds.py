@@ -249,7 +249,7 @@ def default_window(runs: RunLike | Sequence[RunLike], rounds: int = DEFAULT_ROUN
     starts, caps, needs = [], [], []
     for r in rs:
         cfg = r.config
-        w = min(cfg.warmup_steps, max(min(trained_steps(r).values(), default=0) - 1, 0))
+        w = min(cfg.schedule.warmup_steps, max(min(trained_steps(r).values(), default=0) - 1, 0))
         anchor = [step_spans(r, rep).get(w) for rep in range(cfg.replicas)]
         starts.append(min(a[0] for a in anchor if a) if any(anchor) else 0.0)
         caps.append(_done_at(r))
@@ -269,8 +269,8 @@ def default_window(runs: RunLike | Sequence[RunLike], rounds: int = DEFAULT_ROUN
 # ------------------------------------------------------------------------------------------ the figure
 def _row_label(r: Run, rep: int) -> str:
     cfg = r.config
-    slow = rep in cfg.straggler_replicas and cfg.straggler_factor > 1
-    return f"replica {rep}" + (f"<br><sup>slow ×{cfg.straggler_factor:g}</sup>" if slow else "")
+    slow = rep in cfg.stragglers.replicas and cfg.stragglers.factor > 1
+    return f"replica {rep}" + (f"<br><sup>slow ×{cfg.stragglers.factor:g}</sup>" if slow else "")
 
 
 def _stats(r: Run, blocks: list[dict[str, Any]], window: Window) -> dict[int, dict[str, float]]:

@@ -137,7 +137,7 @@ def test_straggler_run_meets_consistently_and_ends_in_agreement(straggler):
     assert meetings[-1]["done"] == [True, True]
     for m in meetings:
         if not all(m["done"]):
-            assert m["synced"] == (m["total"] >= cfg.min_sync_steps)  # N_min decides, the same for both
+            assert m["synced"] == (m["total"] >= cfg.aedit.min_sync_steps)  # N_min decides, the same for both
     n_syncs = sum(m["synced"] for m in meetings)
     assert n_syncs >= 2 and n_syncs == run.summary["method_info"]["syncs"]
     assert len(run.events_of("step_count", 0)) == len(run.events_of("step_count", 1)) == len(meetings)
@@ -154,7 +154,7 @@ def test_straggler_run_meets_consistently_and_ends_in_agreement(straggler):
     # the rounds of summary.json: local steps per replica of every synced round
     rounds = run.summary["method_info"]["local_steps_per_round"]
     assert len(rounds) == n_syncs and all(len(k) == 2 for k in rounds)
-    assert sum(k[0] for k in rounds) == cfg.steps - cfg.warmup_steps  # every local step belongs to a round
+    assert sum(k[0] for k in rounds) == cfg.steps - cfg.schedule.warmup_steps  # every local step belongs to a round
 
 
 def test_step_weighting_mixes_the_round_shares_into_the_penalty_weights(straggler):
@@ -168,13 +168,13 @@ def test_step_weighting_mixes_the_round_shares_into_the_penalty_weights(straggle
         k = synced[step]
         G = [recs[r]["G"] for r in (0, 1)]
         # the softmax of the norms per local step (penalty_weight_per_step, the default), then the step mix
-        softmax = softmax_weights(step_scaled_norms(G, k), cfg.penalty_temperature,
+        softmax = softmax_weights(step_scaled_norms(G, k), cfg.penalty.temperature,
                                   [recs[r]["outlier"] for r in (0, 1)])
-        expected = mix_step_weights(active_weights(softmax, k), k, cfg.step_weight_mix)
+        expected = mix_step_weights(active_weights(softmax, k), k, cfg.aedit.step_weight_mix)
         assert [recs[r]["weight"] for r in (0, 1)] == pytest.approx(expected, abs=1e-12), (step, unit, k, G)
     # the fast replica trained more steps in a round, so it gets more weight than the raw norms would give it
     mid = [(s, u) for (s, u) in by_sync if all(k > 0 for k in synced[s]) and synced[s][0] > synced[s][1]]
     assert mid
     for s, u in mid:
         G = [by_sync[(s, u)][r]["G"] for r in (0, 1)]
-        assert by_sync[(s, u)][0]["weight"] > softmax_weights(G, cfg.penalty_temperature, [False, False])[0]
+        assert by_sync[(s, u)][0]["weight"] > softmax_weights(G, cfg.penalty.temperature, [False, False])[0]

@@ -22,7 +22,7 @@ def test_run_show_report(tmp_path):
     assert res.returncode == 0, res.stderr
     assert "method    edit" in res.stdout and "tokens/s" in res.stdout
     cfg = RunConfig.load(out / "config.json")
-    assert cfg.method == "edit" and cfg.straggler_replicas == (1,) and cfg.straggler_factor == 1.5
+    assert cfg.method == "edit" and cfg.stragglers.replicas == (1,) and cfg.stragglers.factor == 1.5
     shown = cli("show", str(out), "--json")
     summary = json.loads(shown.stdout)
     assert summary["steps"] == 8 and summary["final_val_loss"] > 0

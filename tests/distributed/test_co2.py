@@ -54,9 +54,9 @@ def test_co2_learns(co2):
     assert [r for r in run.syncs if r["kind"] == "co2_landing"] == [
         {"kind": "co2_landing", "step": STEPS, "final": True, "applied_round": STEPS}]
     # the anchor was stepped by CO2's own heavy-ball outer optimizer, with the co2_* settings
-    assert run.summary["method_info"]["outer"] == {"lr": cfg.co2_outer_lr, "momentum": cfg.co2_outer_momentum,
-                                                   "staleness_penalty": cfg.co2_staleness_penalty,
-                                                   "momentum_clip": cfg.co2_momentum_clip}
+    assert run.summary["method_info"]["outer"] == {"lr": cfg.outer.co2_lr, "momentum": cfg.outer.co2_momentum,
+                                                   "staleness_penalty": cfg.outer.co2_staleness_penalty,
+                                                   "momentum_clip": cfg.outer.co2_momentum_clip}
 
 
 def test_replicas_agree_on_the_anchor_and_the_anchor_moves_one_round_late(co2):

@@ -66,7 +66,7 @@ def post_local_sgd_1x3(tmp_path_factory):
 
 # ---------------------------------------------------------------- helpers
 def _unit_numels(cfg) -> list[int]:
-    size = SIZES[cfg.model]
+    size = SIZES[cfg.data.model]
     return [size.root_params()] + [size.block_params()] * size.n_layers
 
 
@@ -223,7 +223,7 @@ def test_trigger_schedule_from_events(name, request):
 def test_method_state_is_two_shards_per_rank(edit_on):
     """Anchor + outer momentum: 2·P/S values per rank (each unit padded to a multiple of S)."""
     cfg, run = edit_on
-    P = SIZES[cfg.model].num_params()
+    P = SIZES[cfg.data.model].num_params()
     values = 2 * _shard_numel(cfg)
     assert values <= 2 * P / cfg.shards + 2 * _n_units(cfg)  # padding adds < 1 value per unit and shard
     for rank in range(cfg.world_size):

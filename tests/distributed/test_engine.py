@@ -63,7 +63,7 @@ def test_shards_are_shards(sync_2x2):
     cfg, run = sync_2x2
     from edit_lab.core.model import SIZES
 
-    size = SIZES[cfg.model]
+    size = SIZES[cfg.data.model]
     unit_numel = [size.root_params()] + [size.block_params()] * size.n_layers
     for rank in range(cfg.world_size):
         mem = run.summary["memory"][str(rank)]
@@ -77,7 +77,7 @@ def test_events_cover_every_collective(sync_2x2):
     cfg, run = sync_2x2
     from edit_lab.core.model import SIZES
 
-    n_units = 1 + SIZES[cfg.model].n_layers
+    n_units = 1 + SIZES[cfg.data.model].n_layers
     for rank in range(cfg.world_size):
         evs = [e for e in run.events if e["rank"] == rank]
         train = [e for e in evs if e["kind"] != "eval"]
@@ -89,7 +89,7 @@ def test_events_cover_every_collective(sync_2x2):
             assert sorted(e["unit"] for e in ag) == list(range(n_units))  # one all-gather per unit
             # resharded: every block (never the root) all-gathered again in the backward, last block first
             assert [e["unit"] for e in sorted(bwd, key=lambda e: e["t0"])] == (
-                list(range(n_units - 1, 0, -1)) if cfg.reshard_after_forward else [])
+                list(range(n_units - 1, 0, -1)) if cfg.runtime.reshard_after_forward else [])
             assert all(e["group"] == "shard" and e["bytes"] == unit_bytes_of(ag, e["unit"]) for e in bwd)
             assert sorted(e["unit"] for e in rs) == list(range(n_units))  # one reduce-scatter per unit
             assert sorted(e["unit"] for e in ar) == list(range(n_units))  # HSDP: all-reduce across replicas

@@ -94,7 +94,7 @@ def _mtime(path: Path) -> float:
     return path.stat().st_mtime
 
 
-def _ended_by_the_launcher(t_end: float, fault_at: float, timeout_s: float = small().timeout_s) -> None:
+def _ended_by_the_launcher(t_end: float, fault_at: float, timeout_s: float = small().runtime.timeout_s) -> None:
     """The run ended well before its peers' collectives would have timed out: the launcher ended it."""
     assert t_end - fault_at < timeout_s / 2, (t_end - fault_at, timeout_s)
 
@@ -178,7 +178,7 @@ def test_keyboard_interrupt_stops_every_worker(out):
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)  # what a notebook's "interrupt kernel" sends
         _, stderr = proc.communicate(timeout=60)
-        _ended_by_the_launcher(time.monotonic(), t0, RunConfig().timeout_s)  # the script's collective timeout
+        _ended_by_the_launcher(time.monotonic(), t0, RunConfig().runtime.timeout_s)  # the script's collective timeout
         assert proc.returncode != 0
         assert "KeyboardInterrupt" in stderr
         _assert_no_workers(out)  # gone when the launcher returns, not some time later

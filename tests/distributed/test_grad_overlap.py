@@ -113,7 +113,7 @@ def test_each_all_reduce_leaves_when_its_shard_is_handed_over(tmp_path, kw):
     run = launch(small(clock="virtual", replicas=2, steps=6, warmup_steps=3, sync_interval=2, out=str(tmp_path / "r"),
                        **kw))
     S, units = run.config.shards, 3  # nano: the root unit and two blocks
-    warm = range(run.config.steps) if kw["method"] == "sync" else range(run.config.warmup_steps)
+    warm = range(run.config.steps) if kw["method"] == "sync" else range(run.config.schedule.warmup_steps)
     for rank in range(run.config.world_size):
         evs = [e for e in run.events if e["rank"] == rank]
         ends = _bwd_ends(evs)

@@ -51,7 +51,7 @@ def test_resharding_changes_no_bit(tiny_runs):
 
 def test_backward_regathers_every_block_with_prefetch(tiny_runs):
     cfg, run = tiny_runs[True]
-    n_blocks = SIZES[cfg.model].n_layers
+    n_blocks = SIZES[cfg.data.model].n_layers
     for rank in range(cfg.world_size):
         evs = [e for e in run.events if e["rank"] == rank]
         for step in range(cfg.steps):

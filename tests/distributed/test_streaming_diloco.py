@@ -27,7 +27,7 @@ def unit_numels(run) -> list[int]:
     from edit_lab.core.sharding import UnitLayout
     from edit_lab.core.model import build_model
 
-    return [UnitLayout.of(u, run.config.shards).shard_size for u in build_model(run.config.model, 0).units()]
+    return [UnitLayout.of(u, run.config.shards).shard_size for u in build_model(run.config.data.model, 0).units()]
 
 
 def test_one_fragment_without_overlap_is_diloco(tmp_path):

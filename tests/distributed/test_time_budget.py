@@ -52,7 +52,7 @@ def test_every_method_trains_for_its_budget_and_ends_on_one_model(run_small, met
     between = max(b["t"] - b["dt"] - a["t"] for r in (0, 1) for a, b in zip(rows[r], rows[r][1:]))
     # Streaming DiLoCo: a replica whose budget runs out while a fragment travels trains on to its landing, at
     # most τ (fragment_sync_delay) steps more (edit_lab/core/methods/streaming.py), so that every replica lands it
-    overrun = run.config.fragment_sync_delay if method == "streaming_diloco" else 0
+    overrun = run.config.streaming.fragment_sync_delay if method == "streaming_diloco" else 0
     for r in (0, 1):  # shards=1: replica r is rank r
         last = rows[r][-1]
         # its last step began on a clock below the budget: the clock was read after the step before ended

@@ -99,8 +99,8 @@ def compare(cfg_kw: dict[str, Any], fragments: int, tmp_path: Path) -> tuple[lis
     run = launch(cfg)
     ref = torchft_diloco(cfg, fragments, closing=True)
     n = len(ref[0]["snapshots"])
-    ours = lab_states(Path(cfg.out), cfg.model, n, cfg.replicas)
-    names = torchft_anchor_names(ref[0]["fragments"], cfg.model)
+    ours = lab_states(Path(cfg.runtime.out), cfg.data.model, n, cfg.replicas)
+    names = torchft_anchor_names(ref[0]["fragments"], cfg.data.model)
     worst = []
     for k in range(n):
         diff = 0.0

@@ -106,7 +106,7 @@ def test_numerics_equal_a_real_run(tmp_path, method, prefetch, mesh):
 
 def test_aedit_replaying_a_real_runs_schedule_trains_its_model(tmp_path):
     """A-EDiT's timers decide when the replicas meet, and that decides every sync's contents: given the real
-    run's schedule (RunConfig.aedit_schedule: each replica meets at the steps it met there and stops where it
+    run's schedule (RunConfig.aedit.schedule: each replica meets at the steps it met there and stops where it
     stopped), the virtual run trains the real run's model bit for bit. (On its own timers it follows the cost
     model instead: test_time_budgets_and_aedit_timers_follow_the_cost_model. How many rounds the real run has
     depends on this machine's speed, so nothing here counts them.)"""

@@ -280,8 +280,8 @@ def test_straggler_lab_launches_and_redraws(tmp_path):
     lab.click()
     assert lab.error is None, lab.error
     cfg = lab.last_run.config
-    assert (cfg.method, cfg.straggler_replicas, cfg.straggler_factor) == ("sync", (1,), 2.0)
-    assert (cfg.link_bandwidth_mb_s, cfg.link_latency_ms) == (20.0, 1.0)
+    assert (cfg.method, cfg.stragglers.replicas, cfg.stragglers.factor) == ("sync", (1,), 2.0)
+    assert (cfg.link.bandwidth_mb_s, cfg.link.latency_ms) == (20.0, 1.0)
     assert lab.progress.value == 3 and lab.progress.bar_style == "success"
     tl = lab.figures["timeline"]
     assert sorted(tl.layout.meta["lanes"]) == ["0", "1"]
@@ -294,7 +294,7 @@ def test_straggler_lab_launches_and_redraws(tmp_path):
     lab.set(method="edit", slow_factor=1.0)
     lab.click()
     assert lab.error is None, lab.error
-    assert lab.last_run.config.method == "edit" and lab.last_run.config.straggler_replicas == ()
+    assert lab.last_run.config.method == "edit" and lab.last_run.config.stragglers.replicas == ()
     assert lab.figures["stragglers"] is not first_stragglers
     assert len(lab.figures["stragglers"].layout.meta["runs"]) == 2  # the two presses, compared
     assert len(lab.figures["loss"].layout.meta["runs"]) == 2

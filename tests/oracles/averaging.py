@@ -38,12 +38,12 @@ from .spawn import run_processes
 
 def averaging_steps(cfg: RunConfig) -> list[int]:
     """Steps after whose optimizer step the replicas average: W+τ−1, W+2τ−1, … (< cfg.steps)."""
-    W, tau = cfg.warmup_steps, cfg.sync_interval
+    W, tau = cfg.schedule.warmup_steps, cfg.schedule.sync_interval
     return list(range(W + tau - 1, cfg.steps, tau))
 
 
 def _replica_batch(corpus: Corpus, cfg: RunConfig, step: int, replica: int) -> tuple[torch.Tensor, torch.Tensor]:
-    parts = [train_batch(corpus, step, replica, s, cfg.batch_size, cfg.seq_len, cfg.seed) for s in range(cfg.shards)]
+    parts = [train_batch(corpus, step, replica, s, cfg.data.batch_size, cfg.data.seq_len, cfg.seed) for s in range(cfg.shards)]
     return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
 
@@ -51,14 +51,14 @@ def _replica_process(cfg: RunConfig, replica: int, port: int, out: Path) -> None
     from torch.distributed.algorithms.model_averaging import averagers
     from torch.distributed.algorithms.model_averaging import utils as averaging_utils
 
-    configure_cpu(cfg.threads)  # as the engine's workers do
+    configure_cpu(cfg.runtime.threads)  # as the engine's workers do
     R = cfg.replicas
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=replica, world_size=R,
-                            timeout=datetime.timedelta(seconds=cfg.timeout_s))
-    corpus = Corpus.from_bytes(load_corpus(cfg.data))
-    model = build_model(cfg.model, cfg.seed)
+                            timeout=datetime.timedelta(seconds=cfg.runtime.timeout_s))
+    corpus = Corpus.from_bytes(load_corpus(cfg.data.corpus))
+    model = build_model(cfg.data.model, cfg.seed)
     opt = make_optimizer(cfg, list(model.parameters()))
-    W, tau = cfg.warmup_steps, cfg.sync_interval
+    W, tau = cfg.schedule.warmup_steps, cfg.schedule.sync_interval
     averager = averagers.PeriodicModelAverager(period=tau, warmup_steps=W + tau - 1)
     losses: list[float] = []
     for step in range(cfg.steps):
@@ -70,8 +70,8 @@ def _replica_process(cfg: RunConfig, replica: int, port: int, out: Path) -> None
             for p in model.parameters():
                 dist.all_reduce(p.grad)
                 p.grad.div_(R)
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        if cfg.inner.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.inner.grad_clip)
         opt.step()
         # Before the next zero_grad: the averager only averages parameters that have a gradient.
         averager.average_parameters(model.parameters())

@@ -4,7 +4,7 @@
   micro-batches concatenated): what synchronous data parallel must equal, to float tolerance.
 - `fsdp2(cfg)`: PyTorch's own FSDP2 (`fully_shard` on a 2-D replica × shard mesh, i.e. HSDP) on the
   same model, data and seeds, in as many processes as our run uses. Each block is sharded with
-  `reshard_after_forward=cfg.reshard_after_forward` (FSDP2's default, True, re-gathers in the
+  `reshard_after_forward=cfg.runtime.reshard_after_forward` (FSDP2's default, True, re-gathers in the
   backward; False keeps the gathered parameters), the root with FSDP2's own choice for a root (it
   is never resharded), which is what our engine does in both settings.
 
@@ -33,7 +33,7 @@ from .spawn import run_processes
 
 
 def _global_batch(corpus: Corpus, cfg: RunConfig, step: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    return [train_batch(corpus, step, r, s, cfg.batch_size, cfg.seq_len, cfg.seed)
+    return [train_batch(corpus, step, r, s, cfg.data.batch_size, cfg.data.seq_len, cfg.seed)
             for r in range(cfg.replicas) for s in range(cfg.shards)]
 
 
@@ -42,8 +42,8 @@ def _train_step(cfg: RunConfig, model: torch.nn.Module, opt: torch.optim.Optimiz
     """One step exactly as the engine takes it: mean loss, backward, clip the whole gradient, optimizer."""
     loss = model(x, y)
     loss.backward()
-    if cfg.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+    if cfg.inner.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.inner.grad_clip)
     opt.step()
     opt.zero_grad(set_to_none=True)
     return float(loss.detach())
@@ -52,8 +52,8 @@ def _train_step(cfg: RunConfig, model: torch.nn.Module, opt: torch.optim.Optimiz
 def single_process(cfg: RunConfig) -> dict[str, Any]:
     """Train the full model on the global batches; returns per-step losses, val loss and the state dict."""
     torch.manual_seed(cfg.seed)
-    corpus = Corpus.from_bytes(load_corpus(cfg.data))
-    model = build_model(cfg.model, cfg.seed)
+    corpus = Corpus.from_bytes(load_corpus(cfg.data.corpus))
+    model = build_model(cfg.data.model, cfg.seed)
     opt = make_optimizer(cfg, list(model.parameters()))
     losses = []
     for step in range(cfg.steps):
@@ -62,7 +62,7 @@ def single_process(cfg: RunConfig) -> dict[str, Any]:
         y = torch.cat([p[1] for p in parts])
         losses.append(_train_step(cfg, model, opt, x, y))
     with torch.no_grad():
-        val = [float(model(x, y)) for x, y in val_batches(corpus, cfg.eval_batches, cfg.batch_size, cfg.seq_len,
+        val = [float(model(x, y)) for x, y in val_batches(corpus, cfg.data.eval_batches, cfg.data.batch_size, cfg.data.seq_len,
                                                           cfg.seed)]
     return {"losses": losses, "val_loss": sum(val) / len(val),
             "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
@@ -73,22 +73,22 @@ def _fsdp2_rank(cfg: RunConfig, rank: int, world: int, port: int, out: Path) -> 
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    configure_cpu(cfg.threads)  # as the engine's workers do
+    configure_cpu(cfg.runtime.threads)  # as the engine's workers do
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=cfg.timeout_s))
+                            timeout=datetime.timedelta(seconds=cfg.runtime.timeout_s))
     mesh = init_device_mesh("cpu", (cfg.replicas, cfg.shards), mesh_dim_names=("replica", "shard"))
     replica, shard = Mesh.coords(rank, cfg.shards)
-    corpus = Corpus.from_bytes(load_corpus(cfg.data))
-    model = build_model(cfg.model, cfg.seed)
+    corpus = Corpus.from_bytes(load_corpus(cfg.data.corpus))
+    model = build_model(cfg.data.model, cfg.seed)
     for block in model.blocks:
-        fully_shard(block, mesh=mesh, reshard_after_forward=cfg.reshard_after_forward)
+        fully_shard(block, mesh=mesh, reshard_after_forward=cfg.runtime.reshard_after_forward)
     fully_shard(model, mesh=mesh)
     opt = make_optimizer(cfg, list(model.parameters()))
     losses, times = [], []
     dist.barrier()
     for step in range(cfg.steps):
         t0 = time.perf_counter()
-        x, y = train_batch(corpus, step, replica, shard, cfg.batch_size, cfg.seq_len, cfg.seed)
+        x, y = train_batch(corpus, step, replica, shard, cfg.data.batch_size, cfg.data.seq_len, cfg.seed)
         losses.append(_train_step(cfg, model, opt, x, y))
         times.append(time.perf_counter() - t0)
     state = {k: (v.full_tensor() if hasattr(v, "full_tensor") else v).detach().clone()

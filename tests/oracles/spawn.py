@@ -29,7 +29,7 @@ def run_processes(cfg: RunConfig, out: Path, module: str, config_name: str, inde
     (out / config_name).write_text(cfg.to_json())
     port = free_port()
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    env = dict(os.environ, OMP_NUM_THREADS=str(cfg.threads), PYTHONPATH=path)
+    env = dict(os.environ, OMP_NUM_THREADS=str(cfg.runtime.threads), PYTHONPATH=path)
     procs = [subprocess.Popen([sys.executable, "-m", module, "--config", str(out / config_name), index_flag, str(i),
                                "--port", str(port), "--out", str(out)], env=env, cwd=ROOT)
              for i in range(n)]

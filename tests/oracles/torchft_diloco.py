@@ -79,13 +79,13 @@ def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, clos
         from torchft.process_group import ProcessGroupGloo
 
         torch.manual_seed(cfg.seed)
-        corpus = Corpus.from_bytes(load_corpus(cfg.data))
-        model = build_model(cfg.model, cfg.seed)
+        corpus = Corpus.from_bytes(load_corpus(cfg.data.corpus))
+        model = build_model(cfg.data.model, cfg.seed)
         units = model.units()
         frags = [nn.ModuleList([units[u] for u in us]) for us in fragment_units(len(units), fragments)]
         inner = make_optimizer(cfg, list(model.parameters()))
-        outers = [torch.optim.SGD(f.parameters(), lr=cfg.outer_lr, momentum=cfg.outer_momentum,
-                                  nesterov=cfg.outer_nesterov, fused=True) for f in frags]
+        outers = [torch.optim.SGD(f.parameters(), lr=cfg.outer.lr, momentum=cfg.outer.momentum,
+                                  nesterov=cfg.outer.nesterov, fused=True) for f in frags]
         store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
         timeout = datetime.timedelta(seconds=30)
         manager = Manager(pg=ProcessGroupGloo(timeout=timeout), min_replica_size=cfg.replicas, use_async_quorum=False,
@@ -101,19 +101,19 @@ def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, clos
         end: dict[str, Any] | None = None
         try:
             streaming = cfg.method == "streaming_diloco"  # diloco: one fragment, no overlap, no mixing
-            with DiLoCo(manager, frags, inner, outers, sync_every=cfg.sync_interval,
-                        fragment_sync_delay=cfg.fragment_sync_delay if streaming else 0,
-                        fragment_update_alpha=cfg.fragment_update_alpha if streaming else 0.0,
+            with DiLoCo(manager, frags, inner, outers, sync_every=cfg.schedule.sync_interval,
+                        fragment_sync_delay=cfg.streaming.fragment_sync_delay if streaming else 0,
+                        fragment_update_alpha=cfg.streaming.fragment_update_alpha if streaming else 0.0,
                         backup_device=torch.device("cpu"), pin_memory=False) as diloco:
                 for step in range(cfg.steps):
                     before = manager.current_step()
                     inner.zero_grad(set_to_none=True)
-                    x, y = train_batch(corpus, step, replica, 0, cfg.batch_size, cfg.seq_len, cfg.seed)
+                    x, y = train_batch(corpus, step, replica, 0, cfg.data.batch_size, cfg.data.seq_len, cfg.seed)
                     loss = model(x, y)
                     loss.backward()
                     losses.append(float(loss.detach()))
-                    if cfg.grad_clip > 0:
-                        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+                    if cfg.inner.grad_clip > 0:
+                        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.inner.grad_clip)
                     inner.step()  # DiLoCo's post-hook: prepare and perform fragments
                     if manager.current_step() != before:  # an outer step committed after this step
                         performed = before % len(frags)  # torchft's `_current_fragment` at the perform

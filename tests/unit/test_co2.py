@@ -211,9 +211,9 @@ def test_outer_refuses_settings_that_cannot_work():
 # ------------------------------------------------------------ the configuration
 def test_config_defaults_are_the_authors():
     cfg = RunConfig(method="co2").validate()
-    assert (cfg.co2_outer_lr, cfg.co2_outer_momentum, cfg.co2_staleness_penalty, cfg.co2_momentum_clip) == \
+    assert (cfg.outer.co2_lr, cfg.outer.co2_momentum, cfg.outer.co2_staleness_penalty, cfg.outer.co2_momentum_clip) == \
         (1.0, 0.5, 1.0, 0.0)
-    assert (cfg.outer_lr, cfg.outer_momentum, cfg.outer_nesterov) == (0.7, 0.8, True)  # DiLoCo/EDiT's, untouched
+    assert (cfg.outer.lr, cfg.outer.momentum, cfg.outer.nesterov) == (0.7, 0.8, True)  # DiLoCo/EDiT's, untouched
 
 
 @pytest.mark.parametrize("name, value", [
@@ -239,4 +239,4 @@ def test_the_old_field_is_gone_and_the_new_ones_are_flags():
     _add_config_flags(ap)
     args = ap.parse_args(["--co2-staleness-penalty", "2", "--co2-momentum-clip", "0.1"])
     cfg = config_from_args(args)
-    assert (cfg.co2_staleness_penalty, cfg.co2_momentum_clip) == (2.0, 0.1)
+    assert (cfg.outer.co2_staleness_penalty, cfg.outer.co2_momentum_clip) == (2.0, 0.1)

@@ -9,11 +9,12 @@ import dataclasses
 import json
 import math
 import os
+import typing
 from pathlib import Path
 
 import pytest
 
-from edit_lab.config import RENAMED, SECTIONS, ConfigError, RunConfig, field_hint, knobs
+from edit_lab.config import FLAT, RENAMED, SECTIONS, ConfigError, PenaltyConfig, RunConfig, field_hint, knobs
 from edit_lab.corpus import CHUNK, check_corpus_file, corpus_problem, split_sizes
 from edit_lab.train.data import Corpus, train_batch, val_batches
 from tests.unit.cli_run import cli_run
@@ -30,10 +31,48 @@ def refusal(**kw) -> str:
 # ------------------------------------------------------------------------------------ the declarations
 def test_every_field_declares_a_section_and_help():
     ks = knobs()
-    assert list(ks) == [f.name for f in dataclasses.fields(RunConfig)]
-    assert all(k.section in SECTIONS and len(k.help) > 5 for k in ks.values())
+    assert list(ks) == list(FLAT) and len(ks) == 100  # every knob once, by its flag
+    assert all(k.section in SECTIONS and len(k.help) > 5 and k.flag == name for name, k in ks.items())
     used = {k.section for k in ks.values()}
     assert used == set(SECTIONS)  # no empty section in --help
+
+
+def test_runconfig_is_six_fields_and_its_sections_none_holding_source():
+    """The front door: at most 20 top-level fields, each a value or a section; the rules' source is in one section."""
+    top = dataclasses.fields(RunConfig)
+    assert len(top) <= 20
+    hints = typing.get_type_hints(RunConfig)
+    assert [f.name for f in top if not dataclasses.is_dataclass(hints[f.name])] == [
+        "method", "shards", "replicas", "steps", "time_budget", "seed"]
+    assert all(hints[f.name] in (str, int, float) for f in top if not dataclasses.is_dataclass(hints[f.name]))
+    assert {name for name, (section, _) in FLAT.items() if name.endswith("_rule")} == {
+        name for name, (section, _) in FLAT.items() if section == "rules"}
+
+
+def test_flat_flags_and_section_paths_are_one_knob():
+    """`RunConfig(outer_lr=…)` sets `cfg.outer.lr`; replace keeps the other sections; an old name is pointed to
+    its path; a section and a flag of it combine (the flag last); an unknown keyword names the closest flag."""
+    cfg = RunConfig(method="edit", outer_lr=0.5, penalty_alpha=0.2, data=None, clock="virtual")
+    assert (cfg.outer.lr, cfg.penalty.alpha, cfg.data.corpus, cfg.clock.kind) == (0.5, 0.2, None, "virtual")
+    assert cfg.get("outer_lr") == 0.5 and cfg.flat()["penalty_alpha"] == 0.2
+    again = cfg.replace(lr=1e-3)
+    assert (again.inner.lr, again.outer.lr, again.penalty.alpha, again.clock.kind) == (1e-3, 0.5, 0.2, "virtual")
+    assert cfg.replace(penalty=PenaltyConfig(alpha=0.4)).penalty.alpha == 0.4
+    assert RunConfig(penalty=PenaltyConfig(alpha=0.4), penalty_arming=7).penalty == PenaltyConfig(alpha=0.4, arming=7)
+    with pytest.raises(AttributeError, match=r"it is cfg\.outer\.lr \(the flag --outer-lr"):
+        cfg.outer_lr
+    with pytest.raises(TypeError, match="unexpected keyword 'outer_lrr' \\(did you mean 'outer_lr'"):
+        RunConfig(outer_lrr=0.5)
+
+
+def test_config_json_in_sections_and_the_old_flat_form_both_load():
+    cfg = RunConfig(method="edit", outer_lr=0.5, spike_units=(1, 2), betas=(0.8, 0.9))
+    d = json.loads(cfg.to_json())
+    assert d["outer"]["lr"] == 0.5 and d["penalty"]["alpha"] == cfg.penalty.alpha and "outer_lr" not in d
+    assert RunConfig.from_dict(d) == cfg
+    assert RunConfig.from_dict(json.loads(json.dumps(cfg.flat()))) == cfg  # a flat config.json of older runs
+    with pytest.raises(ConfigError, match="unknown config field.*outer.lrr"):
+        RunConfig.from_dict({"outer": {"lrr": 1.0}})
 
 
 def _outside(name: str) -> list[float]:
@@ -157,19 +196,19 @@ def test_data_file_refusals(tmp_path):
 # ------------------------------------------------------------------------------------ the old field name
 def test_old_bandwidth_name_still_loads(tmp_path):
     assert RENAMED == {"link_bandwidth_mbps": "link_bandwidth_mb_s"}
-    assert RunConfig.from_dict({"link_bandwidth_mbps": 20.0}).link_bandwidth_mb_s == 20.0
-    assert RunConfig().replace(link_bandwidth_mbps=5.0).link_bandwidth_mb_s == 5.0
+    assert RunConfig.from_dict({"link_bandwidth_mbps": 20.0}).link.bandwidth_mb_s == 20.0
+    assert RunConfig().replace(link_bandwidth_mbps=5.0).link.bandwidth_mb_s == 5.0
     with pytest.raises(ConfigError, match="the same field"):
         RunConfig.from_dict({"link_bandwidth_mbps": 1.0, "link_bandwidth_mb_s": 2.0})
     for example in sorted((ROOT / "edit_lab" / "records" / "examples").glob("*/config.json")):
         old = json.loads(example.read_text())
         cfg = RunConfig.load(example)
-        assert cfg.link_bandwidth_mb_s == old.get("link_bandwidth_mbps", old.get("link_bandwidth_mb_s"))
+        assert cfg.link.bandwidth_mb_s == old.get("link_bandwidth_mbps", old.get("link_bandwidth_mb_s"))
     assert "link_bandwidth_mbps" not in RunConfig().to_dict()
     from edit_lab.__main__ import build_parser, config_from_args
 
     args = build_parser().parse_args(["run", "--link-bandwidth-mbps", "20"])
-    assert config_from_args(args).link_bandwidth_mb_s == 20.0
+    assert config_from_args(args).link.bandwidth_mb_s == 20.0
 
 
 # ------------------------------------------------------------------------------------ the command line
@@ -217,8 +256,8 @@ def test_a_replayed_aedit_schedule_is_refused_where_it_cannot_apply(tmp_path):
     # a replay under another W, N_min or period would run another schedule than the one it names: refused,
     # naming the field and the replayed run's value
     theirs = RunConfig()
-    for name, other in (("warmup_steps", theirs.warmup_steps + 2), ("min_sync_steps", 5),
-                        ("sync_period", theirs.sync_period * 2)):
+    for name, other in (("warmup_steps", theirs.schedule.warmup_steps + 2), ("min_sync_steps", 5),
+                        ("sync_period", theirs.aedit.sync_period * 2)):
         why = refusal(**{**ok, name: other})
         assert why.startswith(f"{name}={other!r} is not allowed: {getattr(theirs, name)!r}, the value of the run")
     (Path(run) / "config.json").unlink()

@@ -14,7 +14,7 @@ def test_every_example_run_is_shipped_and_loads():
     runs = example_runs()
     assert [r.config.method for r in runs] == [n.split("-")[0] for n in NAMES]
     for run in runs:
-        assert run.config.straggler_replicas == (1,) and run.config.straggler_factor == 2.0
+        assert run.config.stragglers.replicas == (1,) and run.config.stragglers.factor == 2.0
         assert len(run.events) > 100 and run.val_losses() and run.summary["tokens"] > 0
         slow, fast = replica_table(run).set_index("replica").loc[[1, 0], "straggle_s"]
         assert slow > 0 and fast == 0  # the straggler really straggled

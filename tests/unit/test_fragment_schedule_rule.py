@@ -1,4 +1,4 @@
-"""A reader's fragment schedule (`RunConfig.fragment_schedule_rule`, edit_lab/rules/), refused before launch.
+"""A reader's fragment schedule (`RunConfig.rules.fragment_schedule`, edit_lab/rules/), refused before launch.
 
 Each refusal names the field and says why the run could not go: the rule raises, answers a non-integer or a
 fragment outside 0..P−1, answers differently when asked twice (the ranks would disagree), lands a fragment

@@ -15,9 +15,9 @@ The layers, lowest first (a module may import its own layer and the ones below i
 | 7 | widgets | `edit_lab/ui/` |
 | 8 | the course | `edit_course/` |
 
-Layer 0 is what `RunConfig.validate` needs without torch: the knobs (`config`), the methods' names (`registry`), the
+Layer 0 is what `RunConfig.validate` needs without torch: the knobs (`config/`), the methods' names (`registry`), the
 model shapes (`sizes`), when the replicas talk (`protocol`), the reader's rules (`hooks/`), the corpus' split
-(`corpus`), the penalty's knobs (`penalty_config`) and its detector (`detector`, which `PenaltyConfig` builds).
+(`corpus`), the penalty's knobs (`config/penalty.py`) and its detector (`detector`, which `PenaltyConfig` builds).
 
 `edit_lab/__main__.py` and `edit_lab/tools/` are entry points: they may import any layer, and no layer imports them.
 So are the old names kept for shipped notebooks (`ALIASES`): nothing in the lab may import them.
@@ -39,7 +39,7 @@ from .test_import_cycles import import_graph
 LIBRARY = Path(edit_lab.__file__).parent
 COURSE = LIBRARY.parent / "edit_course"
 ENTRY = "entry"
-FOLDERS = {"rules": 0, "records": 1, "core": 2, "train": 3, "clock": 4, "runtime": 5, "viz": 6, "ui": 7}
+FOLDERS = {"config": 0, "rules": 0, "records": 1, "core": 2, "train": 3, "clock": 4, "runtime": 5, "viz": 6, "ui": 7}
 #: Layer 6 draws records: it may import these layers only.
 VIZ_MAY_IMPORT = {0, 1, 6}
 

@@ -286,8 +286,8 @@ def test_config_defaults_validate_and_build_detectors():
 
 def test_run_config_carries_the_same_defaults():
     cfg = RunConfig()
-    assert PenaltyConfig.of(cfg) == PenaltyConfig()
-    assert PenaltyConfig.of(cfg.replace(penalty_alpha=0.3, penalty_readmit_after=0)) == PenaltyConfig(
+    assert cfg.penalty == PenaltyConfig()
+    assert cfg.replace(penalty_alpha=0.3, penalty_readmit_after=0).penalty == PenaltyConfig(
         alpha=0.3, readmit_after=0)
 
 
@@ -353,7 +353,7 @@ def test_run_config_accepts_the_edges_the_detector_accepts():
                dict(penalty_threshold=1e-3, penalty_readmit_after=1), dict(penalty_stay_ratio=0.0, penalty_peers=False),
                dict(penalty_stay_ratio=1.0)):
         cfg = RunConfig(**kw).validate()
-        PenaltyConfig.of(cfg).new_detector()
+        cfg.penalty.new_detector()
 
 
 # ---------------------------------------------------------------- bias correction (D10)
@@ -672,7 +672,7 @@ def test_the_authors_detector_is_one_call_away():
     d = a.new_detector()
     assert (d.alpha, d.arming, d.bias_correction, d.readmit_after, d.min_rel_std) == (0.02, 120, False, 0, 0.0)
     cfg = RunConfig(**{f"penalty_{k}": v for k, v in AUTHORS_DETECTOR.items()}).validate()
-    assert PenaltyConfig.of(cfg) == a
+    assert cfg.penalty == a
     # it judges G itself, each unit alone, exactly as §8's detector
     norms = [[0.0] + [1.0] * 119 + [2.0], [1.0] * 121]
     got = replay(a, norms, [[1] * 121, [1] * 121])

@@ -70,7 +70,7 @@ def test_run_config_refuses_a_bad_rule_naming_the_field():
     with pytest.raises(ConfigError, match="penalty_weighting_rule=.*None while weighting is off"):
         RunConfig(method="edit", penalty_weighting=False, penalty_weighting_rule=rule_source(halves)).validate()
     ok = RunConfig(method="edit", penalty_weighting_rule=rule_source(halves)).validate()
-    assert RunConfig.from_dict(ok.to_dict()).penalty_weighting_rule == rule_source(halves)  # config.json keeps it
+    assert RunConfig.from_dict(ok.to_dict()).rules.weighting == rule_source(halves)  # config.json keeps it
 
 
 # ------------------------------------------------------------------------------- the straggler rule
@@ -109,7 +109,7 @@ def test_run_config_refuses_a_bad_straggler_rule_naming_the_field():
     with pytest.raises(ConfigError, match=r"^straggler_rule=.*does not parse"):
         RunConfig(straggler_rule="def rule(step, replica, compute_s)\n    return 0\n").validate()
     ok = RunConfig(straggler_rule=rule_source(throttle)).validate()
-    assert RunConfig.from_dict(ok.to_dict()).straggler_rule == rule_source(throttle)  # config.json keeps it
+    assert RunConfig.from_dict(ok.to_dict()).rules.straggler == rule_source(throttle)  # config.json keeps it
 
 
 def test_the_straggler_model_adds_the_rule_to_the_other_kinds():
@@ -207,7 +207,7 @@ def test_run_config_refuses_a_gradient_all_reduce_rule_naming_the_field_where_it
         RunConfig(method="sync", replicas=1, grad_all_reduce_rule=ok).validate()
     for cfg in (RunConfig(method="sync", grad_all_reduce_rule=ok), RunConfig(method="edit", grad_all_reduce_rule=ok),
                 RunConfig(method="sync", clock="virtual", grad_all_reduce_rule=ok)):  # the fabric has both collectives
-        assert RunConfig.from_dict(cfg.validate().to_dict()).grad_all_reduce_rule == ok  # config.json keeps it
+        assert RunConfig.from_dict(cfg.validate().to_dict()).rules.grad_all_reduce == ok  # config.json keeps it
 
 
 def test_the_preview_refuses_a_gradient_all_reduce_rule_instead_of_timing_the_built_in_one():
@@ -270,7 +270,7 @@ def test_an_outer_step_rule_that_cannot_run_is_found_before_launch(body, says):
 
 
 def test_run_config_refuses_an_outer_step_rule_naming_the_field_and_the_methods():
-    assert RunConfig().outer_step_rule is None
+    assert RunConfig().rules.outer_step is None
     bad = "def rule(anchor, delta_bar, buf, lr, momentum):\n    return anchor\n"
     with pytest.raises(ConfigError, match=r"^outer_step_rule='def rule\(anchor, delta_bar, buf, lr, momentum\):' is "
                                           r"not allowed: .*not the pair"):
@@ -286,7 +286,7 @@ def test_run_config_refuses_an_outer_step_rule_naming_the_field_and_the_methods(
         RunConfig(method="diloco", outer_step_rule=3).validate()
     for method in ("diloco", "edit", "aedit"):
         ok = RunConfig(method=method, outer_step_rule=good).validate()
-        assert RunConfig.from_dict(ok.to_dict()).outer_step_rule == good  # config.json keeps it
+        assert RunConfig.from_dict(ok.to_dict()).rules.outer_step == good  # config.json keeps it
 
 
 def test_outer_state_steps_with_the_rule_and_keeps_its_buffer_as_the_momentum_buffer():
@@ -381,8 +381,8 @@ def test_run_config_refuses_bad_sync_groups_naming_the_field_and_keeps_good_ones
     for method in ("edit", "diloco", "sync"):
         RunConfig(method=method, sync_group_rule=rule_source(sync_rows)).validate()  # wrong, but it runs
     ok = RunConfig(method="edit", sync_group_rule=rule_source(sync_columns)).validate()
-    assert RunConfig.from_dict(ok.to_dict()).sync_group_rule == rule_source(sync_columns)  # config.json keeps it
-    assert RunConfig().sync_group_rule is None
+    assert RunConfig.from_dict(ok.to_dict()).rules.sync_group == rule_source(sync_columns)  # config.json keeps it
+    assert RunConfig().rules.sync_group is None
 
 
 def test_timed_runs_refuse_groups_that_do_not_hold_one_rank_of_every_replica():

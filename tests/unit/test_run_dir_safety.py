@@ -74,7 +74,7 @@ def test_writing_a_torchrun_config_refuses_a_run_directory_and_overwrite_clears_
     assert snapshot(out) == before and not cfg_file.exists()
     res, _ = cli_run(*args, "--overwrite")  # the torchrun run then starts in a directory without the old run
     assert res.returncode == 0, res.stderr
-    assert snapshot(out) == {"notes.txt": b"mine"} and RunConfig.load(cfg_file).out == str(out)
+    assert snapshot(out) == {"notes.txt": b"mine"} and RunConfig.load(cfg_file).runtime.out == str(out)
 
 
 def test_a_fresh_or_missing_directory_is_taken(tmp_path):

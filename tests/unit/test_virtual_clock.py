@@ -32,7 +32,7 @@ def refusal(**kw) -> str:
 
 
 def test_the_clock_field_and_what_the_virtual_clock_refuses():
-    assert RunConfig().clock == "wall" and RunConfig(clock="virtual").validate().clock == "virtual"
+    assert RunConfig().clock.kind == "wall" and RunConfig(clock="virtual").validate().clock.kind == "virtual"
     assert refusal(clock="lunar") == "clock='lunar' is not allowed: one of wall, virtual"
     RunConfig(clock="virtual", checkpoint_every=2).validate()  # checkpoints are written on the virtual clock too
     assert refusal(clock="virtual", fault_rank=0, fault_kind="kill").startswith("fault_kind='kill' is not allowed")

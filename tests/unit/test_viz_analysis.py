@@ -169,7 +169,7 @@ def test_budget_table(fake):
     # replica 1's round that ended at step 4 (one step), rejected on one unit of three
     ended = A.rounds_table(fake)
     k = int(ended[(ended["replica"] == 1) & (ended["end_step"] == 4)]["local_steps"].iloc[0])
-    assert row["discarded_tokens"] == pytest.approx(k * F.S * fake.config.batch_size * fake.config.seq_len / F.UNITS)
+    assert row["discarded_tokens"] == pytest.approx(k * F.S * fake.config.data.batch_size * fake.config.data.seq_len / F.UNITS)
 
 
 # ---------------------------------------------------------------- time-budget runs: the steps they trained (issue 23)

@@ -318,7 +318,7 @@ def test_the_time_axis_says_whose_seconds_it_counts(tmp_path):
     cfg["clock"] = "virtual"
     (copy / "config.json").write_text(json.dumps(cfg))
     virtual = Run(copy)
-    assert virtual.config.clock == "virtual" and real.config.clock == "wall"
+    assert virtual.config.clock.kind == "virtual" and real.config.clock.kind == "wall"
     def time_axis(fig) -> str:
         (title,) = [ax.title.text for ax in fig.select_xaxes() if "seconds" in (ax.title.text or "")]
         return title

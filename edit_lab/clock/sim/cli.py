@@ -8,12 +8,11 @@ would A-EDiT have done on that run?"), then `--config FILE`, then the flags, exa
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from collections.abc import Callable
 from pathlib import Path
 
-from edit_lab.config import RunConfig
+from edit_lab.config import RunConfig, knobs
 
 
 def add_parser(sub: argparse._SubParsersAction, add_config_flags: Callable[[argparse.ArgumentParser], None],
@@ -36,8 +35,7 @@ def config_for(args: argparse.Namespace, base: RunConfig) -> RunConfig:
     """`base`, or `--config`, with every flag that was given applied on top."""
     if getattr(args, "config", None):
         base = RunConfig.load(args.config)
-    changes = {f.name: getattr(args, f.name) for f in dataclasses.fields(RunConfig)
-               if getattr(args, f.name, None) is not None}
+    changes = {name: getattr(args, name) for name in knobs() if getattr(args, name, None) is not None}
     return base.replace(**changes)
 
 

@@ -61,24 +61,24 @@ def costs_fit(cfg: RunConfig, costs: Costs) -> Costs:
     """
     for name in ("model", "shards", "seq_len"):
         measured = getattr(costs, name)
-        if measured is not None and getattr(cfg, name) != measured:
-            raise ConfigError(f"{name}={getattr(cfg, name)!r} is not allowed: the costs were measured with "
+        if measured is not None and cfg.get(name) != measured:
+            raise ConfigError(f"{name}={cfg.get(name)!r} is not allowed: the costs were measured with "
                               f"{name}={measured!r} ({costs.source}); calibrate from a run with {name}="
-                              f"{getattr(cfg, name)!r}")
-    if costs.batch_size and cfg.batch_size != costs.batch_size:
-        return costs.scaled(cfg.batch_size / costs.batch_size)
+                              f"{cfg.get(name)!r}")
+    if costs.batch_size and cfg.data.batch_size != costs.batch_size:
+        return costs.scaled(cfg.data.batch_size / costs.batch_size)
     return costs
 
 
 def simulate(cfg: RunConfig, costs: Costs, keep_events: bool = True) -> Prediction:
     """Simulate `cfg` with `costs`; `keep_events=False` keeps only the accounting (large clusters)."""
-    if getattr(cfg, "grad_all_reduce_rule", None) is not None:  # notebook 01's exercise: it would time the built-in
-        first = next((ln.strip() for ln in cfg.grad_all_reduce_rule.splitlines() if ln.strip()), "")
+    if cfg.rules.grad_all_reduce is not None:  # notebook 01's exercise: it would time the built-in
+        first = next((ln.strip() for ln in cfg.rules.grad_all_reduce.splitlines() if ln.strip()), "")
         raise ConfigError(f"grad_all_reduce_rule={first[:80]!r} is not allowed in a preview: None (the simulator "
                           f"times the built-in all-reduce, one collective per unit, not the collectives a rule "
                           f"issues; launch the run to time yours)")
     costs = costs_fit(cfg, costs)
-    if getattr(cfg, "sync_group_rule", None) is not None:  # notebook 03's exercise: other sync groups
+    if cfg.rules.sync_group is not None:  # notebook 03's exercise: other sync groups
         from edit_lab.core.mesh import configured_sync_groups
 
         own = [[r * cfg.shards + s for r in range(cfg.replicas)] for s in range(cfg.shards)]
@@ -86,7 +86,7 @@ def simulate(cfg: RunConfig, costs: Costs, keep_events: bool = True) -> Predicti
             raise ConfigError("sync_group_rule=... is not allowed in the preview simulator unless it gives the mesh's "
                               "own sync groups (one shard index in every replica), the only ones it models: launch "
                               "the run instead")
-    engine = Engine(costs, cfg.replicas, cfg.shards, cfg.link_latency_ms / 1e3, cfg.link_bandwidth_mb_s * 1e6,
+    engine = Engine(costs, cfg.replicas, cfg.shards, cfg.link.latency_ms / 1e3, cfg.link.bandwidth_mb_s * 1e6,
                     keep_events=keep_events)
     programs: list[ReplicaProgram] = [PROGRAMS[cfg.method](cfg, costs, r) for r in range(cfg.replicas)]
     for p in programs:
@@ -121,6 +121,6 @@ def predicted_summary(cfg: RunConfig, train: list[dict[str, Any]], waits: dict[i
     total = sum(v["tokens"] for v in per_replica.values())
     steps = max((v["steps"] for v in per_replica.values()), default=0) if cfg.time_budget else cfg.steps
     return {"method": cfg.method, "shards": cfg.shards, "replicas": cfg.replicas, "steps": steps,
-            "time_budget_s": cfg.time_budget, "train_end_s": max(ends) if ends else None, "model": cfg.model,
+            "time_budget_s": cfg.time_budget, "train_end_s": max(ends) if ends else None, "model": cfg.data.model,
             "wall_s": wall, "tokens": total, "tokens_per_s": total / wall if wall > 0 else 0.0,
             "step_time_s": wall / steps if steps else 0.0, "per_replica": per_replica, "simulated": True}

@@ -64,7 +64,7 @@ class LocalSGDProgram(ReplicaProgram):
         self.n_syncs = 0
 
     def begin_step(self, step: int) -> Gen:
-        if is_anchor_step(step, self.cfg.warmup_steps):
+        if is_anchor_step(step, self.cfg.schedule.warmup_steps):
             self.create_anchors(step)
         yield from ()
 
@@ -73,14 +73,14 @@ class LocalSGDProgram(ReplicaProgram):
         self.last_sync_step = step
 
     def all_reduces_grads(self, step: int) -> bool:
-        return in_warmup(step, self.cfg.warmup_steps)
+        return in_warmup(step, self.cfg.schedule.warmup_steps)
 
     def after_backward(self, step: int) -> Gen:
         if self.all_reduces_grads(step):
             yield from self.all_reduce_grads()
 
     def after_optimizer(self, step: int) -> Gen:
-        if is_sync_step(step + 1, self.cfg.warmup_steps, self.cfg.sync_interval) and (yield from self.go_on(step + 1)):
+        if is_sync_step(step + 1, self.cfg.schedule.warmup_steps, self.cfg.schedule.sync_interval) and (yield from self.go_on(step + 1)):
             yield from self.sync_between_steps(step + 1)
 
     def finalize(self, step: int) -> Gen:
@@ -203,8 +203,8 @@ class EDiTProgram(LocalSGDProgram):
         self.syncing = False
         self.sync_step = 0
         self.pending: dict[int, SimHandle | None] = {}
-        # a reader's sync order (RunConfig.sync_schedule_rule): per unit, the issues and waits of its pre-forward
-        rule = getattr(cfg, "sync_schedule_rule", None)
+        # a reader's sync order (RunConfig.rules.sync_schedule): per unit, the issues and waits of its pre-forward
+        rule = cfg.rules.sync_schedule
         self.plan = None
         if rule is not None:
             from edit_lab.rules import sync_schedule_plan  # no torch
@@ -216,7 +216,7 @@ class EDiTProgram(LocalSGDProgram):
 
     def should_sync(self, step: int) -> Gen:
         yield from ()
-        return is_sync_step(step, self.cfg.warmup_steps, self.cfg.sync_interval)
+        return is_sync_step(step, self.cfg.schedule.warmup_steps, self.cfg.schedule.sync_interval)
 
     def begin_step(self, step: int) -> Gen:
         yield from super().begin_step(step)
@@ -256,7 +256,7 @@ class EDiTProgram(LocalSGDProgram):
         else:
             if unit not in self.pending:
                 yield from self.issue(unit)
-            if self.cfg.prefetch and unit + 1 < self.U:
+            if self.cfg.schedule.prefetch and unit + 1 < self.U:
                 yield from self.issue(unit + 1)
             yield from self.finish(unit)
         if unit == self.U - 1:
@@ -271,7 +271,7 @@ class EDiTProgram(LocalSGDProgram):
         h = self.pending.pop(unit)
         if h is not None:
             yield Wait(h)
-        if self.cfg.penalty_clip:
+        if self.cfg.penalty.clip:
             yield Local("sync_clip", self.costs.shard_exchange_s, unit=unit)
         yield Work("outer_step", self.costs.outer_step_s[unit], unit=unit)
 
@@ -306,7 +306,7 @@ class AEDiTProgram(EDiTProgram):
             yield from self.start_timer()
             return False
         t = yield from self.replica_clock()
-        if t - self.last_sync_time < self.cfg.sync_period:
+        if t - self.last_sync_time < self.cfg.aedit.sync_period:
             return False
         return (yield from self.meet(step, t, False))
 
@@ -316,7 +316,7 @@ class AEDiTProgram(EDiTProgram):
         rows = yield from self.exchange("step_count", self.R * len(MEETING_FIELDS) * F64, mine, op="all_gather")
         total = sum(r[0] for r in rows)
         self.all_done = all(r[3] for r in rows)
-        sync = decide_sync(total, self.cfg.min_sync_steps, self.all_done)
+        sync = decide_sync(total, self.cfg.aedit.min_sync_steps, self.all_done)
         self.last_sync_time = max(r[2] for r in rows)
         self.last_meeting_step = step
         self.rounds.append({"step": step, "steps": [r[0] for r in rows], "synced": sync, "t": self.last_sync_time})
@@ -346,12 +346,12 @@ class StreamingDiLoCoProgram(LocalSGDProgram):
 
     def __init__(self, cfg: RunConfig, costs: Costs, replica: int) -> None:
         super().__init__(cfg, costs, replica)
-        self.fragments = fragment_units(self.U, cfg.fragments)
-        self.delay = cfg.fragment_sync_delay
+        self.fragments = fragment_units(self.U, cfg.streaming.fragments)
+        self.delay = cfg.streaming.fragment_sync_delay
         # the schedule the ranks follow: the library's fragment_landing, or the reader's rule (no torch)
-        self.landing = fragment_schedule_of(getattr(cfg, "fragment_schedule_rule", None))
+        self.landing = fragment_schedule_of(cfg.rules.fragment_schedule)
         self.in_flight: tuple[int, SimHandle | None, int] | None = None  # (fragment, its all-reduce, landing step)
-        self.fragment_last = [cfg.warmup_steps] * cfg.fragments
+        self.fragment_last = [cfg.schedule.warmup_steps] * cfg.streaming.fragments
 
     def create_anchors(self, step: int) -> None:
         super().create_anchors(step)
@@ -364,7 +364,7 @@ class StreamingDiLoCoProgram(LocalSGDProgram):
         n, cfg = step + 1, self.cfg
         if self.in_flight is not None and self.in_flight[2] == n:
             yield from self.land(n)
-        f = self.landing(n + self.delay, cfg.warmup_steps, cfg.sync_interval, cfg.fragments)
+        f = self.landing(n + self.delay, cfg.schedule.warmup_steps, cfg.schedule.sync_interval, cfg.streaming.fragments)
         if f is not None and (yield from self.go_on(n)):
             h = None if self.R == 1 else (yield Issue("sync_reduce", self.wire_bytes(self.fragments[f]),
                                                       op=self.wire_op))

@@ -22,15 +22,15 @@ F64 = 8  # bytes of one float64 value in the small exchanges
 
 def random_pause(cfg: RunConfig, step: int, replica: int) -> float:
     """`StragglerModel.random_pause`: the very draw of a real run when torch is installed, else the same law."""
-    if cfg.random_pause_prob <= 0 or cfg.random_pause_ms <= 0:
+    if cfg.stragglers.random_pause_prob <= 0 or cfg.stragglers.random_pause_ms <= 0:
         return 0.0
     try:
         from edit_lab.train.stragglers import StragglerModel
     except ImportError:  # no torch: a pause with the same probability, from a generator seeded the same way
         rng = random.Random(hash((cfg.seed, replica, step, 0x57A6)))
-        return cfg.random_pause_ms / 1e3 if rng.random() < cfg.random_pause_prob else 0.0
+        return cfg.stragglers.random_pause_ms / 1e3 if rng.random() < cfg.stragglers.random_pause_prob else 0.0
     # the draw alone: from_config would also compile a straggler_rule, at every draw
-    return StragglerModel(cfg.seed, pause_prob=cfg.random_pause_prob, pause_s=cfg.random_pause_ms / 1e3).random_pause(
+    return StragglerModel(cfg.seed, pause_prob=cfg.stragglers.random_pause_prob, pause_s=cfg.stragglers.random_pause_ms / 1e3).random_pause(
         step, replica)
 
 
@@ -48,7 +48,7 @@ class ReplicaProgram:
     def __init__(self, cfg: RunConfig, costs: Costs, replica: int) -> None:
         self.cfg, self.costs, self.replica = cfg, costs, replica
         self.R, self.U = cfg.replicas, costs.units
-        self.tokens = cfg.shards * cfg.batch_size * cfg.seq_len
+        self.tokens = cfg.shards * cfg.data.batch_size * cfg.data.seq_len
         self.end_s = 0.0
         self.coarse = False  # one forward and one backward span per step where no unit hook runs (no events kept)
         self.grads_in_flight: list[SimHandle] = []  # gradient all-reduces issued during this step's backward
@@ -101,7 +101,7 @@ class ReplicaProgram:
     # ------------------------------------------------------------------ the worker's loop
     def run(self) -> Gen:
         cfg, c = self.cfg, self.costs
-        budget, every_s = cfg.time_budget, cfg.eval_every_s
+        budget, every_s = cfg.time_budget, cfg.data.eval_every_s
         next_eval = every_s if every_s > 0 else math.inf
         step = 0
         while True:  # the loop top's exchanges still belong to the previous step, as `log.step` says in a run
@@ -117,7 +117,7 @@ class ReplicaProgram:
                     next_eval += every_s
             yield from self.train_step(step)
             step += 1
-            if not budget and cfg.eval_every and step % cfg.eval_every == 0 and step < cfg.steps:
+            if not budget and cfg.data.eval_every and step % cfg.data.eval_every == 0 and step < cfg.steps:
                 yield Work("eval", c.eval_s)
         yield Step(step)
         yield from self.finalize(step)
@@ -187,13 +187,13 @@ class ReplicaProgram:
         """`StragglerModel.delay`'s (seconds, reason) for this replica at `step`."""
         cfg = self.cfg
         d, why = 0.0, None
-        if self.replica in cfg.straggler_replicas and cfg.straggler_factor > 1.0:
-            d, why = (cfg.straggler_factor - 1.0) * compute_s, "consistent"
+        if self.replica in cfg.stragglers.replicas and cfg.stragglers.factor > 1.0:
+            d, why = (cfg.stragglers.factor - 1.0) * compute_s, "consistent"
         extra = random_pause(cfg, step, self.replica)
         if extra > 0:
             d, why = d + extra, ("random" if why is None else "consistent+random")
-        if cfg.straggler_rule is not None:
-            ruled = _straggler_rule(cfg.straggler_rule)(step, self.replica, compute_s)
+        if cfg.rules.straggler is not None:
+            ruled = _straggler_rule(cfg.rules.straggler)(step, self.replica, compute_s)
             if ruled > 0:
                 d, why = d + ruled, ("rule" if why is None else why + "+rule")
         return d, why

@@ -154,13 +154,13 @@ class AEDiTMethod(EDiTMethod):
 
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)
-        self.timer = SyncTimer(cfg.sync_period)
+        self.timer = SyncTimer(cfg.aedit.sync_period)
         self.last_meeting_step: int | None = None
         self.meeting: Meeting | None = None  # the latest one (its step counts feed the weights)
         self.meetings: list[dict[str, Any]] = []
-        # RunConfig.aedit_schedule: meet and stop where a finished run did, instead of by the timers
-        self.replay = (ScheduleReplay.of_run(cfg.aedit_schedule, self.mesh.replica)
-                       if cfg.aedit_schedule is not None else None)
+        # RunConfig.aedit.schedule: meet and stop where a finished run did, instead of by the timers
+        self.replay = (ScheduleReplay.of_run(cfg.aedit.schedule, self.mesh.replica)
+                       if cfg.aedit.schedule is not None else None)
 
     # ------------------------------------------------------------ the trigger
     def create_anchors(self, step: int, record: bool = True) -> None:
@@ -207,7 +207,7 @@ class AEDiTMethod(EDiTMethod):
         everyone = torch.zeros(R * len(MEETING_FIELDS), dtype=torch.float64, device=dev)
         self.comm.all_gather(everyone, mine, group="sync", kind="step_count")
         m = Meeting.from_rows(everyone.reshape(R, len(MEETING_FIELDS)).cpu().tolist())
-        sync = decide_sync(m.total, self.cfg.min_sync_steps, m.all_done)
+        sync = decide_sync(m.total, self.cfg.aedit.min_sync_steps, m.all_done)
         self.timer.restart(m.restart_time)
         self.last_meeting_step = step
         self.meeting = m
@@ -222,7 +222,7 @@ class AEDiTMethod(EDiTMethod):
     def full_round(self, steps: list[int]) -> bool:
         """A-EDiT's closing round is a full one when its total reaches N_min, as every round it syncs: with a period
         shorter than a step and N_min = R·τ it then syncs and judges exactly as EDiT does."""
-        return sum(steps) >= max(self.cfg.min_sync_steps, 1)
+        return sum(steps) >= max(self.cfg.aedit.min_sync_steps, 1)
 
     @torch.no_grad()
     def start_sync(self, step: int, judge: bool = True, judge_full_round: bool = False) -> None:
@@ -231,8 +231,8 @@ class AEDiTMethod(EDiTMethod):
             return
         k = self.meeting.since_sync
         self.weights = [active_weights(w, k) for w in self.weights]
-        if self.cfg.step_weighting:
-            self.weights = [mix_step_weights(w, k, self.cfg.step_weight_mix) for w in self.weights]
+        if self.cfg.aedit.step_weighting:
+            self.weights = [mix_step_weights(w, k, self.cfg.aedit.step_weight_mix) for w in self.weights]
 
     # region aedit-stop
     def stop_here(self, step: int, spent: bool) -> bool:
@@ -278,6 +278,6 @@ class AEDiTMethod(EDiTMethod):
 
     def summary(self) -> dict[str, Any]:
         """For summary.json's method_info: every meeting, and the local steps per replica of each round."""
-        return {**super().summary(), "sync_period_s": self.timer.period, "min_sync_steps": self.cfg.min_sync_steps,
+        return {**super().summary(), "sync_period_s": self.timer.period, "min_sync_steps": self.cfg.aedit.min_sync_steps,
                 "meetings": self.meetings,
                 "local_steps_per_round": [m["steps"] for m in self.meetings if m["synced"]]}

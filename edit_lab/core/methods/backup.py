@@ -49,7 +49,7 @@ class BackupMethod(SyncMethod):
         log, clock = self.log, self.log.clock
         seconds = pause.seconds if pause is not None else 0.0
         t0 = clock.now()
-        verdict = self.comm.quorum(step, self.m, seconds, self.cfg.timeout_s)
+        verdict = self.comm.quorum(step, self.m, seconds, self.cfg.runtime.timeout_s)
         if seconds > 0:
             log.add("straggle", t0, clock.now(), reason=pause.reason, planned=seconds, compute=pause.compute,
                     abandoned=not verdict.member)
@@ -75,7 +75,7 @@ class BackupMethod(SyncMethod):
         return self.m
 
     def after_optimizer(self, step: int) -> None:
-        if self.cfg.checksums:  # every replica must hold the same θ after every step, the late one too
+        if self.cfg.runtime.checksums:  # every replica must hold the same θ after every step, the late one too
             t = self.log.clock.now()
             for unit, p in enumerate(self.engine.shards):
                 self.log.add("checksum", t, t, unit=unit, theta=crc(p), anchor=crc(p))

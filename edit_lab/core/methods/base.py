@@ -62,12 +62,12 @@ class Method:
         # the gradient all-reduces issued during this step's backward (`grad_ready`), by unit, in issue order
         self._grads_in_flight: dict[int, tuple[torch.Tensor, Handle]] = {}
         self.overlap_grads = os.environ.get(OVERLAP_ENV, "1") != "0"
-        # the reader's gradient all-reduce (RunConfig.grad_all_reduce_rule, edit_lab.rules), compiled once per rank
+        # the reader's gradient all-reduce (RunConfig.rules.grad_all_reduce, edit_lab.rules), compiled once per rank
         self.grad_rule: Callable | None = None
-        if getattr(cfg, "grad_all_reduce_rule", None) is not None:
+        if cfg.rules.grad_all_reduce is not None:
             from edit_lab.rules import grad_all_reduce
 
-            self.grad_rule = grad_all_reduce(cfg.grad_all_reduce_rule)
+            self.grad_rule = grad_all_reduce(cfg.rules.grad_all_reduce)
 
     # ---------------------------------------------------------------- hooks
     def begin_step(self, step: int) -> None:
@@ -86,7 +86,7 @@ class Method:
         (`all_reduce_grads_over_sync_group`)? Synchronous training at every step (sync.py), a Local-SGD method
         during its warm-up (`LocalSGDMethod.after_backward`). A method that answers yes here and then does not
         call it fails at its next step (`grad_ready_hook`)."""
-        return not getattr(self, "is_local_sgd", False) or in_warmup(step, self.cfg.warmup_steps)
+        return not getattr(self, "is_local_sgd", False) or in_warmup(step, self.cfg.schedule.warmup_steps)
 
     def grad_ready_hook(self) -> GradReady | None:
         """The engine asks at each training forward: `grad_ready` when this step's gradients are all-reduced by
@@ -206,7 +206,7 @@ class Method:
 
     @torch.no_grad()
     def all_reduce_grads_by_rule(self) -> None:
-        """The reader's all-reduce (`RunConfig.grad_all_reduce_rule`), unit by unit, from the sync group's real
+        """The reader's all-reduce (`RunConfig.rules.grad_all_reduce`), unit by unit, from the sync group's real
         collectives: each unit's gradient shard, zero-padded to a multiple of R, is handed to the rule with a
         blocking `reduce_scatter` (this rank's slice of the mean) and `all_gather`, both recorded as the unit's
         `grad_all_reduce` events; what the rule returns, unpadded, becomes the shard's gradient."""

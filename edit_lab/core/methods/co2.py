@@ -163,8 +163,8 @@ class CO2Method(LocalSGDMethod):
 
     def make_outer(self) -> CO2Outer:
         cfg = self.cfg
-        return CO2Outer(self.engine.shards, cfg.co2_outer_lr, cfg.co2_outer_momentum, cfg.co2_staleness_penalty,
-                        cfg.co2_momentum_clip, cfg.cpu_offload)
+        return CO2Outer(self.engine.shards, cfg.outer.co2_lr, cfg.outer.co2_momentum, cfg.outer.co2_staleness_penalty,
+                        cfg.outer.co2_momentum_clip, cfg.schedule.cpu_offload)
 
     def create_anchors(self, step: int, record: bool = True) -> None:
         super().create_anchors(step, record)
@@ -172,7 +172,7 @@ class CO2Method(LocalSGDMethod):
         self.log_all_checksums()
 
     def log_all_checksums(self) -> None:
-        if self.cfg.checksums:
+        if self.cfg.runtime.checksums:
             for unit in range(self.engine.n_units):
                 self.log_checksums(unit)
 

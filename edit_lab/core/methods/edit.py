@@ -62,18 +62,14 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def penalty_config(cfg) -> PenaltyConfig:
-    return PenaltyConfig.of(cfg)
-
-
 class EDiTMethod(LocalSGDMethod):
     name = "edit"
 
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)
-        self.penalty = penalty_config(cfg)
+        self.penalty: PenaltyConfig = cfg.penalty
         # the reader's weighting rule (edit_lab.rules), compiled once on every rank, or the library's softmax
-        self.weigh = (rules.weighting(self.penalty.weighting_rule) if self.penalty.weighting_rule is not None
+        self.weigh = (rules.weighting(cfg.rules.weighting) if cfg.rules.weighting is not None
                       else None)
         # every replica's detectors on every rank ([replica][unit]): all fed the same gathered numbers (D11)
         self.detectors: list[list[AnomalyDetector]] = [[self.penalty.new_detector() for _ in range(engine.n_units)]
@@ -89,14 +85,14 @@ class EDiTMethod(LocalSGDMethod):
         self.readmissions: list[dict[str, int]] = []  # every re-admission of the run (D10), for summary.json
         self.pending: dict[int, tuple[Handle, torch.Tensor]] = {}
         self.deltas: dict[int, torch.Tensor] = {}  # Δ of the units not yet issued, from stage 1
-        # the reader's sync order (RunConfig.sync_schedule_rule, edit_lab.rules): per unit, the issues and waits
+        # the reader's sync order (RunConfig.rules.sync_schedule, edit_lab.rules): per unit, the issues and waits
         # its pre-forward runs instead of prefetch's; None: prefetch's
-        rule = getattr(cfg, "sync_schedule_rule", None)
+        rule = cfg.rules.sync_schedule
         self.plan = rules.sync_schedule_plan(rule, engine.n_units) if rule is not None else None
 
     # ------------------------------------------------------------ when to sync
     def should_sync(self, step: int) -> bool:
-        return is_sync_step(step, self.cfg.warmup_steps, self.cfg.sync_interval)
+        return is_sync_step(step, self.cfg.schedule.warmup_steps, self.cfg.schedule.sync_interval)
 
     def begin_step(self, step: int) -> None:
         super().begin_step(step)  # creates the anchors at step W
@@ -119,7 +115,7 @@ class EDiTMethod(LocalSGDMethod):
             return self.scheduled(unit)
         if unit not in self.pending:
             self.issue(unit)
-        if self.cfg.prefetch and unit + 1 < self.engine.n_units:
+        if self.cfg.schedule.prefetch and unit + 1 < self.engine.n_units:
             self.issue(unit + 1)  # in flight while this unit computes
         self.finish(unit)
         if unit == self.engine.n_units - 1:
@@ -167,7 +163,7 @@ class EDiTMethod(LocalSGDMethod):
     def full_round(self, steps: list[int]) -> bool:
         """Does a closing sync whose replicas trained `steps` local steps end a full round, one the schedule would
         have synced anyway (and so is judged)? EDiT's: every replica trained τ steps."""
-        return all(k == self.cfg.sync_interval for k in steps)
+        return all(k == self.cfg.schedule.sync_interval for k in steps)
 
     def start_sync(self, step: int, judge: bool = True, judge_full_round: bool = False) -> None:
         """Stages 1–2: every unit's norm, everyone's norms and steps, the anomaly decisions, the weights.
@@ -247,13 +243,13 @@ class EDiTMethod(LocalSGDMethod):
         round of its spike (the units it struck). Each replica answers for itself (under A-EDiT the replicas
         are at different steps); the answer travels in the gathered outlier column."""
         cfg, me = self.cfg, self.mesh.replica
-        if not cfg.exclude_trouble:
+        if not cfg.trouble.exclude:
             return False
-        if me == cfg.corrupt_replica and step > cfg.corrupt_from_step:
+        if me == cfg.trouble.corrupt_replica and step > cfg.trouble.corrupt_from_step:
             return True
         assert self.last_sync_step is not None
-        return (me == cfg.spike_replica and self.last_sync_step <= cfg.spike_step < step
-                and (not cfg.spike_units or unit in cfg.spike_units))
+        return (me == cfg.trouble.spike_replica and self.last_sync_step <= cfg.trouble.spike_step < step
+                and (not cfg.trouble.spike_units or unit in cfg.trouble.spike_units))
 
     # region edit-unit-sync
     @torch.no_grad()
@@ -296,7 +292,7 @@ class EDiTMethod(LocalSGDMethod):
         self.outer.keep_residual(unit, used=self.weights[unit][me] != 0.0 and not skipped and finite)
         if not finite:
             self.forget_inner_state(unit)
-        if self.cfg.checksums:
+        if self.cfg.runtime.checksums:
             self.log_checksums(unit)
         for r in range(self.mesh.replicas):
             d = Decision(*self.decisions[r, unit].tolist())

@@ -54,12 +54,12 @@ class LocalSGDMethod(Method):
     # ------------------------------------------------------------ schedule
     def begin_step(self, step: int) -> None:
         super().begin_step(step)
-        if is_anchor_step(step, self.cfg.warmup_steps):
+        if is_anchor_step(step, self.cfg.schedule.warmup_steps):
             self.create_anchors(step)
 
     def create_anchors(self, step: int, record: bool = True) -> None:
         self.outer = self.make_outer()
-        self.outer.set_wire(self.wire, bool(getattr(self.cfg, "error_feedback", False)))
+        self.outer.set_wire(self.wire, self.cfg.wire.error_feedback)
         self.last_sync_step = step
         if record:
             self.log.record("anchor", step=step)
@@ -67,16 +67,16 @@ class LocalSGDMethod(Method):
     def make_outer(self) -> OuterState:
         """Anchor (a = θ) and outer optimizer from the `outer_*` settings; CO2 brings its own (`CO2Outer`)."""
         cfg = self.cfg
-        lr, momentum = (cfg.outer_lr, cfg.outer_momentum) if self.uses_outer_optimizer else (1.0, 0.0)
-        rule = cfg.outer_step_rule if self.uses_outer_optimizer else None  # a reader's step (edit_lab.rules)
-        return OuterState(self.engine.shards, lr, momentum, cfg.outer_nesterov, cfg.cpu_offload, rule=rule)
+        lr, momentum = (cfg.outer.lr, cfg.outer.momentum) if self.uses_outer_optimizer else (1.0, 0.0)
+        rule = cfg.rules.outer_step if self.uses_outer_optimizer else None  # a reader's step (edit_lab.rules)
+        return OuterState(self.engine.shards, lr, momentum, cfg.outer.nesterov, cfg.schedule.cpu_offload, rule=rule)
 
     def after_backward(self, step: int) -> None:
-        if in_warmup(step, self.cfg.warmup_steps):
+        if in_warmup(step, self.cfg.schedule.warmup_steps):
             self.all_reduce_grads_over_sync_group()
 
     def after_optimizer(self, step: int) -> None:
-        if is_sync_step(step + 1, self.cfg.warmup_steps, self.cfg.sync_interval) and self.go_on(step + 1):
+        if is_sync_step(step + 1, self.cfg.schedule.warmup_steps, self.cfg.schedule.sync_interval) and self.go_on(step + 1):
             self.sync_between_steps(step + 1)
 
     def finalize(self, step: int) -> None:
@@ -202,7 +202,7 @@ class PostLocalSGDMethod(LocalSGDMethod):
                 self.outer.keep_residual(unit, used=True)  # no penalty: used (a non-finite residual is not kept)
             theta.copy_(buf)
             self.outer.anchors[unit].copy_(buf.to(self.outer.anchors[unit].device))
-            if self.cfg.checksums:
+            if self.cfg.runtime.checksums:
                 self.log_checksums(unit)
         self.sync_finished(step)
 
@@ -232,7 +232,7 @@ class DiLoCoMethod(LocalSGDMethod):
             for unit, (theta, piece) in enumerate(zip(self.engine.shards, pieces)):
                 outer.step(unit, piece)
                 outer.reset(unit, theta)
-                if self.cfg.checksums:
+                if self.cfg.runtime.checksums:
                     self.log_checksums(unit)
         for unit in range(len(deltas)):  # no penalty: every Δ̂ is used (error feedback keeps no non-finite residual)
             outer.keep_residual(unit, used=True)

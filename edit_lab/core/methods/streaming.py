@@ -7,7 +7,7 @@ rank waits for it. Streaming DiLoCo answers the same problem as EDiT's layer-wis
   each with its own anchor and its own outer Nesterov optimizer (the lab's `OuterState`, stepped per unit);
 - **staggered**: fragment p syncs every H steps, offset by p·H/P (`protocol.fragment_landing`): one fragment's
   transfer every H/P steps, so the peak bandwidth per step is about 1/P of DiLoCo's. A reader's schedule
-  (`RunConfig.fragment_schedule_rule`, notebook 09's exercise, edit_lab.rules) replaces `fragment_landing` on
+  (`RunConfig.rules.fragment_schedule`, notebook 09's exercise, edit_lab.rules) replaces `fragment_landing` on
   every rank: a pure function of the step and the config, so every rank sends and lands the same fragment;
 - **overlap**: the pseudo-gradient Δ_p = a_p − θ_p leaves `fragment_sync_delay` (τ) inner steps before its outer
   step lands, and travels while those steps compute;
@@ -64,12 +64,12 @@ class StreamingDiLoCoMethod(LocalSGDMethod):
 
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)
-        self.fragments = fragment_units(engine.n_units, cfg.fragments)
-        self.delay = cfg.fragment_sync_delay
-        self.landing = fragment_schedule_of(cfg.fragment_schedule_rule)  # the library's, or the reader's rule
-        self.alpha = float(cfg.fragment_update_alpha)
+        self.fragments = fragment_units(engine.n_units, cfg.streaming.fragments)
+        self.delay = cfg.streaming.fragment_sync_delay
+        self.landing = fragment_schedule_of(cfg.rules.fragment_schedule)  # the library's, or the reader's rule
+        self.alpha = float(cfg.streaming.fragment_update_alpha)
         self.in_flight: InFlight | None = None
-        self.fragment_last: list[int] = [cfg.warmup_steps] * cfg.fragments  # each fragment's last landing
+        self.fragment_last: list[int] = [cfg.schedule.warmup_steps] * cfg.streaming.fragments  # each fragment's last landing
 
     def create_anchors(self, step: int, record: bool = True) -> None:
         super().create_anchors(step, record)
@@ -81,7 +81,7 @@ class StreamingDiLoCoMethod(LocalSGDMethod):
         """The fragment whose pseudo-gradient leaves at the start of `step`: the one the schedule lands τ steps
         later (`fragment_landing`, or the reader's rule, asked the same question on every rank)."""
         cfg = self.cfg
-        return self.landing(step + self.delay, cfg.warmup_steps, cfg.sync_interval, cfg.fragments)
+        return self.landing(step + self.delay, cfg.schedule.warmup_steps, cfg.schedule.sync_interval, cfg.streaming.fragments)
 
     def after_optimizer(self, step: int) -> None:
         """Between steps, as DiLoCo: land the fragment due at the start of step+1, then send the next one."""
@@ -136,7 +136,7 @@ class StreamingDiLoCoMethod(LocalSGDMethod):
                     outer.reset(u, theta)
                 else:
                     theta.copy_(outer.anchor(u, theta.device).lerp(theta, self.alpha))
-            if self.cfg.checksums:
+            if self.cfg.runtime.checksums:
                 self.log_checksums(u)
         for u in units:  # no penalty: every Δ̂ is used (error feedback keeps no non-finite residual)
             outer.keep_residual(u, used=True)
@@ -177,7 +177,7 @@ class StreamingDiLoCoMethod(LocalSGDMethod):
                 outer.keep_residual(u, used=True)
         for u, theta in enumerate(self.engine.shards):
             outer.reset(u, theta)
-            if need and self.cfg.checksums:
+            if need and self.cfg.runtime.checksums:
                 self.log_checksums(u)
         if need:
             for f in need:

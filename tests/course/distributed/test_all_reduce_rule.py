@@ -77,8 +77,8 @@ def test_the_ring_passes_on_a_wall_clock_run_against_the_built_in_all_reduce(wal
     assert out.startswith(f"Correct: your all-reduce ran on all 2 ranks, {2 * units * STEPS} collectives per rank "
                           f"over {STEPS} steps; the replicas' parameters were identical after every step"), out
     run, ref = Run(wall_dir / "run"), Run(wall_dir / "run-builtin")
-    assert run.config.grad_all_reduce_rule.startswith("def ring(grad, reduce_scatter, all_gather):")  # config.json
-    assert ref.config.grad_all_reduce_rule is None and ref.config.inner_optimizer == "sgd"  # the check's reference
+    assert run.config.rules.grad_all_reduce.startswith("def ring(grad, reduce_scatter, all_gather):")  # config.json
+    assert ref.config.rules.grad_all_reduce is None and ref.config.inner.optimizer == "sgd"  # the check's reference
     for r, per_unit in ((run, 2), (ref, 1)):  # the rule's reduce-scatter and all-gather; the built-in all-reduce
         evs = [e for e in r.events_of("grad_all_reduce", rank=0) if e["group"] == "sync"]
         assert len(evs) == per_unit * units * STEPS
@@ -102,7 +102,7 @@ def test_a_wrong_answer_runs_and_is_told_why(virtual_dir, capsys, rule, says):
     assert not check_all_reduce_in_a_run(rule, virtual(), virtual_dir / "run")
     not_yet(capsys, None, *says)
     assert (virtual_dir / "run" / "summary.json").exists()  # the run itself finished: its records judged it
-    assert Run(virtual_dir / "run").config.grad_all_reduce_rule.startswith(f"def {rule.__name__}(")
+    assert Run(virtual_dir / "run").config.rules.grad_all_reduce.startswith(f"def {rule.__name__}(")
 
 
 def test_a_rule_that_cannot_work_is_refused_before_launch(tmp_path, capsys):

@@ -18,8 +18,8 @@ def test_record_hides_the_trouble_and_keeps_it_diagnosable(tmp_path):
     path = capstone.record(m, seed=11, root=tmp_path)
     assert path == capstone.mystery_dir("B", tmp_path)
     conf = json.loads((path / "config.json").read_text())
-    assert conf["link_bandwidth_mb_s"] == RunConfig().link_bandwidth_mb_s == 0.0
-    assert conf["link_latency_ms"] == 0.0
+    assert conf["link"]["bandwidth_mb_s"] == RunConfig().link.bandwidth_mb_s == 0.0  # config.json in sections
+    assert conf["link"]["latency_ms"] == 0.0
     assert "bandwidth" not in (path / "mystery.json").read_text().replace("answer_sha256", "")
     assert sorted(p.name for p in path.glob("events-rank*.jsonl.gz")) == [f"events-rank{r}.jsonl.gz" for r in range(4)]
     run = capstone.mysteries(tmp_path)["B"]

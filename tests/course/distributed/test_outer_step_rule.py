@@ -97,8 +97,8 @@ def test_the_right_step_passes_on_a_wall_clock_run(wall):
                           "this diloco run; its 14 training losses"), out
     assert f"within {LOSS_REL_TOL:g}" in out and "the loss fell from" in out, out
     run, ref = Run(d / "run"), Run(d / "run-library")
-    assert run.config.outer_step_rule.startswith("def nesterov(anchor, delta_bar, buf, lr, momentum):")
-    assert ref.config.outer_step_rule is None and ref.config.clock == "wall"
+    assert run.config.rules.outer_step.startswith("def nesterov(anchor, delta_bar, buf, lr, momentum):")
+    assert ref.config.rules.outer_step is None and ref.config.clock.kind == "wall"
     mine, lib = dict(run.train_losses()), dict(ref.train_losses())
     assert all(abs(mine[s] - lib[s]) <= LOSS_REL_TOL * abs(lib[s]) for s in lib)
     assert all(mine[s] == lib[s] for s in lib if s < 5)  # before the first sync the rule never ran
@@ -134,7 +134,7 @@ def test_a_named_wrong_step_runs_and_is_told_why(shared, capsys, rule, says):
     assert not check_outer_step_in_a_run(rule, virtual(), shared)
     out = not_yet(capsys, None, *says)
     assert "final validation loss" in out, out
-    assert Run(shared).config.outer_step_rule.startswith(f"def {rule.__name__}(")  # the run itself finished
+    assert Run(shared).config.rules.outer_step.startswith(f"def {rule.__name__}(")  # the run itself finished
     assert (shared / "summary.json").exists()
 
 

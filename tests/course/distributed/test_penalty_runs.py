@@ -179,7 +179,7 @@ def test_nan_replica_is_excluded_and_recovers(nan_run):
         elif step < 8:
             assert not r1["outlier"]
         elif r1["outlier"]:  # kept out while its norm still stands out from its peer's (D11: above κ_s)
-            assert max(p[1]["peer"] for (s, _), p in groups.items() if s == step) > nan_run.config.penalty_stay_ratio
+            assert max(p[1]["peer"] for (s, _), p in groups.items() if s == step) > nan_run.config.penalty.stay_ratio
     # back in: its inner optimizer restarted from scratch takes large steps for a few syncs (measured: 1.3–1.5×
     # its peer's norm at 10 and 12), then it is in line again and weighs in, at the closing sync too
     assert all(not groups[(step, u)][1]["outlier"] and groups[(step, u)][1]["weight"] > 0.3
@@ -195,7 +195,7 @@ def test_nan_replica_is_excluded_and_recovers(nan_run):
 
 
 def test_tight_clip_norm_scales_the_aggregate(nan_run):
-    phi = nan_run.config.penalty_clip_norm
+    phi = nan_run.config.penalty.clip_norm
     for (step, unit), recs in _by_sync_unit(nan_run).items():
         assert recs[0]["clip"] == recs[1]["clip"]  # one aggregate per unit, one factor
         clip = recs[0]["clip"]
@@ -240,7 +240,7 @@ def resumed_with_larger_tau(tmp_path_factory):
 
 def test_a_rise_of_every_replica_is_readmitted_at_the_kth_sync(resumed_with_larger_tau):
     first, resumed, warned = resumed_with_larger_tau
-    K = resumed.config.penalty_readmit_after
+    K = resumed.config.penalty.readmit_after
     assert K == 3 and not any(p["outlier"] for p in first.penalty)
     groups = _by_sync_unit(resumed)
     assert sorted({s for s, _ in groups}) == [26, 32, 38, 44]
@@ -276,7 +276,7 @@ def test_engine_decisions_are_the_replay_of_their_norms(resumed_with_larger_tau)
         mine = [[p for p in records if p["unit"] == unit and p["replica"] == r] for r in (0, 1)]
         norms = [[p["G"] for p in m] for m in mine]
         steps = [[p["steps"] for p in m] for m in mine]
-        got = replay(PenaltyConfig.of(resumed.config), norms, steps)
+        got = replay(resumed.config.penalty, norms, steps)
         for r in (0, 1):
             assert [(j.outlier, j.readmitted) for j in got[r]] == [(p["outlier"], p["readmitted"]) for p in mine[r]]
             assert [j.z for j in got[r]] == pytest.approx([p["z"] for p in mine[r]], rel=1e-9, abs=1e-12)
@@ -378,7 +378,7 @@ def test_a_bad_replica_is_out_of_every_unit_from_the_second_sync_after_the_onset
     assert not any(p["readmitted"] for p in bad_data.penalty)
     # what got it out: its norm per step stood out from its peers' in some unit at every judged sync
     for step in syncs[syncs.index(onset) + 1:-1]:
-        assert max(groups[(step, u)][BAD_REPLICA]["peer"] for u in range(3)) > bad_data.config.penalty_stay_ratio
+        assert max(groups[(step, u)][BAD_REPLICA]["peer"] for u in range(3)) > bad_data.config.penalty.stay_ratio
 
 
 def test_engine_decisions_are_the_replay_of_their_norms_against_the_peers(bad_data):
@@ -389,7 +389,7 @@ def test_engine_decisions_are_the_replay_of_their_norms_against_the_peers(bad_da
     R, U = 4, 3
     norms = [[[groups[(s, u)][r]["G"] for s in syncs] for u in range(U)] for r in range(R)]
     steps = [[groups[(s, 0)][r]["steps"] for s in syncs] for r in range(R)]
-    got = replay_units(PenaltyConfig.of(bad_data.config), norms, steps, [groups[(s, 0)][0]["closing"] for s in syncs])
+    got = replay_units(bad_data.config.penalty, norms, steps, [groups[(s, 0)][0]["closing"] for s in syncs])
     for r in range(R):
         for u in range(U):
             recs = [groups[(s, u)][r] for s in syncs]
@@ -439,7 +439,7 @@ def _replayed(run):
     norms = [[[groups[(s, u)][r]["G"] for s in syncs] for u in range(U)] for r in range(R)]
     steps = [[groups[(s, 0)][r]["steps"] for s in syncs] for r in range(R)]
     closing = [groups[(s, 0)][0]["closing"] for s in syncs]
-    return groups, syncs, replay_units(PenaltyConfig.of(run.config), norms, steps, closing)
+    return groups, syncs, replay_units(run.config.penalty, norms, steps, closing)
 
 
 @pytest.mark.parametrize("which", ["pair_bad_data", "pair_spike"])

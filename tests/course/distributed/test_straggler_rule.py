@@ -59,7 +59,7 @@ def test_the_throttle_passes_on_the_virtual_clock_and_its_pauses_are_the_steps_c
     from edit_lab.records.run import Run
 
     run = Run(tmp_path / "run")
-    assert run.config.straggler_rule.startswith("def throttle(step, replica, compute_s):")  # config.json has it
+    assert run.config.rules.straggler.startswith("def throttle(step, replica, compute_s):")  # config.json has it
     pauses = run.events_of("straggle")
     assert sorted((e["replica"], e["step"]) for e in pauses) == [(1, s) for s in range(1, 12, 2)]
     assert all(e["data"]["reason"] == "rule" and e["data"]["planned"] == e["data"]["compute"] > 0 for e in pauses)

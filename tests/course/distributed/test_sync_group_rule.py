@@ -75,7 +75,7 @@ def test_the_right_groups_pass_on_a_real_2x2_run_bit_for_bit(wall):
     from edit_lab.records.run import Run
 
     run = Run(d / "right")
-    assert run.config.sync_group_rule.startswith("def columns(rank, shards, replicas):")  # config.json has it
+    assert run.config.rules.sync_group.startswith("def columns(rank, shards, replicas):")  # config.json has it
     assert (d / "right-mesh-groups" / "summary.json").exists()  # the reference beside it
 
 

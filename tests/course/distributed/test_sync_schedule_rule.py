@@ -98,7 +98,7 @@ def test_the_engines_order_as_a_rule_is_bit_identical_to_prefetch_on_and_off(ord
         assert all(torch.equal(rule[k], theirs[k]) for k in rule), other
         losses = [[m["loss"] for m in r.metrics if m.get("kind") == "train"] for r in (orders["rule"], orders[other])]
         assert losses[0] == losses[1], other
-    assert orders["rule"].config.sync_schedule_rule.startswith("def engine_order(n_units):")
+    assert orders["rule"].config.rules.sync_schedule.startswith("def engine_order(n_units):")
 
 
 def test_the_answer_passes_on_a_wall_clock_gloo_run(tmp_path, capsys):

@@ -88,7 +88,7 @@ def test_a_rule_that_fails_on_a_rank_or_cannot_run_is_said_not_raised(tmp_path, 
 
 def test_the_rule_is_recorded_with_the_run(tmp_path):
     run = launch(base(steps=6, penalty_weighting_rule=rule_source(equal_weights), out=str(tmp_path / "run")))
-    assert run.config.penalty_weighting_rule.startswith("def equal_weights(norms, temperature, anomalous):")
+    assert run.config.rules.weighting.startswith("def equal_weights(norms, temperature, anomalous):")
     weights = {round(p["weight"], 12) for p in run.penalty if p.get("kind", "penalty") == "penalty"}
     assert weights == {0.5}
 

@@ -255,8 +255,8 @@ def test_wall_against_blocked_puts_the_rest_of_the_gap_on_compute():
     a, b = runs["edit"], runs["sync"]
     line = claims.wall_against_blocked(a, b, ("EDiT", "sync"))
     wa, wb = a.summary["wall_s"], b.summary["wall_s"]
-    ba = replica_table(a, from_step=a.config.warmup_steps)["blocked_s"].max()
-    bb = replica_table(b, from_step=b.config.warmup_steps)["blocked_s"].max()
+    ba = replica_table(a, from_step=a.config.schedule.warmup_steps)["blocked_s"].max()
+    bb = replica_table(b, from_step=b.config.schedule.warmup_steps)["blocked_s"].max()
     assert line.startswith(f"EDiT took {wa:.2f} s against sync's {wb:.2f} s ({wa - wb:+.2f} s)")
     assert f"the other {(wa - wb) - (ba - bb):+.2f} s is compute" in line
     assert f"a median step of {claims.median_step_ms(a):.1f} against {claims.median_step_ms(b):.1f} ms" in line

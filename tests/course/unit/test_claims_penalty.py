@@ -191,7 +191,7 @@ def replayed_run(path: Path, norms, replicas: int = 2, **penalty) -> Run:
     cfg = RunConfig(method="edit", shards=1, replicas=replicas, steps=4 + 2 * n, warmup_steps=4, sync_interval=2,
                     model="nano", **{f"penalty_{k}": v for k, v in penalty.items()})
     (path / "config.json").write_text(cfg.to_json())
-    got = replay_units(PenaltyConfig.of(cfg), norms, [[2] * n for _ in range(replicas)])
+    got = replay_units(cfg.penalty, norms, [[2] * n for _ in range(replicas)])
     rows = []
     for i in range(n):
         for u in range(len(norms[0])):

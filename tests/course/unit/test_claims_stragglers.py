@@ -35,7 +35,7 @@ def test_a_core_per_rank():
 
 def test_stops_rounds_and_steps_of_the_shipped_runs(examples):
     sync, edit, aedit = examples["sync"], examples["edit"], examples["aedit"]
-    w = sync.config.warmup_steps
+    w = sync.config.schedule.warmup_steps
     assert cs.stops(sync) == cs.steps_of(sync)[0] - w  # sync: a meeting every step
     v = cs.fewer_stops(edit, sync)
     assert v.ok and not v.timing
@@ -225,7 +225,7 @@ def test_all_working_share_counts_only_time_every_replica_works(tmp_path):
 
 def test_the_local_step_ratio_leaves_out_the_lockstep_warm_up(examples):
     aedit = examples["aedit"]
-    s, w = cs.steps_of(aedit), aedit.config.warmup_steps
+    s, w = cs.steps_of(aedit), aedit.config.schedule.warmup_steps
     assert cs.local_step_ratio(aedit) == pytest.approx((s[0] - w) / (s[-1] - w))
     assert cs.local_step_ratio(aedit) > s[0] / s[-1]  # the W shared steps pull the whole run's ratio towards 1
     assert f"{cs.local_step_ratio(aedit):.2f}× after the W = {w} lockstep warm-up steps" in cs.fast_trains_more(aedit, 2.0).numbers

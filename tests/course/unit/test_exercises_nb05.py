@@ -88,7 +88,7 @@ def test_exercise_defaults_are_the_notebooks_and_the_labs():
     cell = next(c for c in params["cells"] if "parameters" in c["metadata"].get("tags", []))
     values: dict = {}
     exec("".join(cell["source"]), {}, values)
-    assert values["ARMING"] == RunConfig().penalty_arming == PenaltyConfig().arming == 4
+    assert values["ARMING"] == RunConfig().penalty.arming == PenaltyConfig().arming == 4
     assert check_first_armed_step(first_armed_step(values["WARMUP"], values["TAU"], values["ARMING"]))
 
 

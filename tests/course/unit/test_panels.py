@@ -44,12 +44,12 @@ def test_switch_names():
 def test_switches_config_sets_the_defences_and_one_directory_per_combination():
     base = RunConfig(method="edit", shards=2, replicas=2, steps=18, spike_replica=1, spike_step=13, spike_scale=10.0)
     cfg = switches_config(base, (True, False, True), Path("runs") / "05_penalty")
-    assert (cfg.penalty_anomaly, cfg.penalty_weighting, cfg.penalty_clip) == (True, False, True)
-    assert cfg.out == str(Path("runs") / "05_penalty" / "spike-only-anomaly--clip")  # the notebook's run directories
-    assert (cfg.spike_replica, cfg.spike_step, cfg.spike_scale, cfg.steps) == (1, 13, 10.0, 18)  # the rest: base's
-    assert switches_config(base, (True, True, True), "o").out == str(Path("o") / "spike-penalty-on-all")
-    assert switches_config(base, (False, False, False), "o", prefix="bad").out == str(Path("o") / "bad-penalty-off")
-    outs = {switches_config(base, (a, w, c), "o").out for a in (0, 1) for w in (0, 1) for c in (0, 1)}
+    assert (cfg.penalty.anomaly, cfg.penalty.weighting, cfg.penalty.clip) == (True, False, True)
+    assert cfg.runtime.out == str(Path("runs") / "05_penalty" / "spike-only-anomaly--clip")  # the notebook's run directories
+    assert (cfg.trouble.spike_replica, cfg.trouble.spike_step, cfg.trouble.spike_scale, cfg.steps) == (1, 13, 10.0, 18)  # the rest: base's
+    assert switches_config(base, (True, True, True), "o").runtime.out == str(Path("o") / "spike-penalty-on-all")
+    assert switches_config(base, (False, False, False), "o", prefix="bad").runtime.out == str(Path("o") / "bad-penalty-off")
+    outs = {switches_config(base, (a, w, c), "o").runtime.out for a in (0, 1) for w in (0, 1) for c in (0, 1)}
     assert len(outs) == 8
     assert switches(False, True, False) == dict(penalty_anomaly=False, penalty_weighting=True, penalty_clip=False)
 

@@ -1,25 +1,33 @@
-"""`Knob`: what a `RunConfig` field declares about itself (section, help, bounds, choices), and how a value is
-judged against it and how its allowed values are said, in the refusal and in `--help` alike (config.py).
+"""`Knob`: what a configuration field declares about itself (its flag, help, bounds, choices), how a value is
+judged against it and how its allowed values are said, in the refusal and in `--help` alike; `knob()` declares one.
+
+Every field of `RunConfig` and of its sections is declared with `knob(...)`, so the command line's flags, their
+`--help`, the docs' tables and `RunConfig.validate` all come from one declaration per knob.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 
 @dataclass(frozen=True)
 class Knob:
-    """What a field declares about itself: where it belongs, what it means, what it may be.
+    """What a field declares about itself: its flag, what it means, what it may be.
 
-    `ge`/`gt`/`le`/`lt` bound a number; `finite` refuses ±inf; NaN is refused unless `nan_ok`;
+    `flag` is the knob's flat name, the command line's flag (`--outer-lr`) and the keyword of the flat
+    constructor (`RunConfig(outer_lr=0.5)`); empty: the field's own name (`knobs()` fills it in, with the
+    `section` title of the section the field sits in). `ge`/`gt`/`le`/`lt` bound a number; `finite` refuses ±inf; NaN is refused unless `nan_ok`;
     `choices` lists the allowed strings; `checked_by` names the module whose own check is the one
     definition of this field's bounds (the penalty's detector), so none is repeated here.
     """
 
-    section: str
     help: str
+    flag: str = ""
+    section: str = ""
     ge: float | None = None
     gt: float | None = None
     le: float | None = None
@@ -66,6 +74,19 @@ class Knob:
             return False
         return ((self.ge is None or value >= self.ge) and (self.gt is None or value > self.gt)
                 and (self.le is None or value <= self.le) and (self.lt is None or value < self.lt))
+
+
+def knob(default: Any, help: str, *, flag: str = "", ge: float | None = None, gt: float | None = None,
+         le: float | None = None, lt: float | None = None, choices: Sequence[str] = (), finite: bool = False,
+         nan_ok: bool = False, checked_by: str | None = None) -> Any:
+    """A dataclass field with its help text, flag and bounds next to it (see `Knob`)."""
+    return dataclasses.field(default=default, metadata={"knob": Knob(help, flag, "", ge, gt, le, lt, tuple(choices),
+                                                                      finite, nan_ok, checked_by)})
+
+
+def knob_of(f: dataclasses.Field) -> Knob:
+    """The `Knob` a field was declared with."""
+    return f.metadata["knob"]
 
 
 def _num(x: float) -> str:

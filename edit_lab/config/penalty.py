@@ -1,27 +1,22 @@
-"""The pseudo-gradient penalty's knobs (`PenaltyConfig`) and their checks, torch-free.
+"""The pseudo-gradient penalty's knobs (`PenaltyConfig`: a `RunConfig`'s `penalty` section), checked torch-free.
 
-`RunConfig.validate` refuses a bad `penalty_*` field with `PenaltyConfig.validate`, the one definition of the
-bounds, without importing the core; the core's penalty (`edit_lab.core.penalty`) takes its decisions with the
-same class. What each knob does is told in `edit_lab.core.penalty` and edit-method.md §4.
+Its flags are `--penalty-<name>` (`RunConfig(penalty_alpha=...)` for `cfg.penalty.alpha`). `RunConfig.validate`
+refuses a bad one with `PenaltyConfig.validate`, the one definition of the bounds, without importing the core;
+the core's penalty (`edit_lab.core.penalty`) takes its decisions with the same class. What each knob does is told in `edit_lab.core.penalty` and edit-method.md §4.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, ClassVar
 
+from edit_lab.config.knob import knob
 from edit_lab.detector import AnomalyDetector, PenaltyValueError, _check_detector_params, _check_positive, _is_number
 
 
-def _first_line(source: str) -> str:
-    """A rule's first line, to name it in a refusal without printing all its source."""
-    return source.strip().splitlines()[0] + " …" if isinstance(source, str) and source.strip() else repr(source)
 
-
-
-
-@dataclass
+@dataclass(frozen=True)
 class PenaltyConfig:
     """The penalty's knobs; each of the three parts can be switched off on its own (for ablations).
 
@@ -33,34 +28,60 @@ class PenaltyConfig:
     κ_e and `memory_threshold` δ_m (the replica's own memory, asked with fewer than 3 peers) decide who
     enters, and who stays. The authors' exact
     detector is `peers=False, bias_correction=False, readmit_after=0, per_step=False, min_rel_std=0,
-    alpha=0.02` (with their E = 120; `AUTHORS` holds these values). `temperature` T = inf gives equal
-    weights; `clip_norm` φ = inf never clips.
+    alpha=0.02` (with their E = 120; `AUTHORS_DETECTOR` holds these values). `temperature` T = inf gives equal
+    weights; `clip_norm` φ = inf never clips. A reader's weighting rule is `RunConfig.rules.weighting`.
     """
 
-    anomaly: bool = True
-    weighting: bool = True
-    clip: bool = True
-    alpha: float = 0.3
-    arming: int = 4  # E
-    threshold: float = 3.0  # delta
-    temperature: float = 1.0  # T
-    clip_norm: float = 10.0  # phi
-    bias_correction: bool = True
-    readmit_after: int = 3  # K, 0 = never
-    min_rel_std: float = 0.15  # ε: σ is never taken below ε·μ (a noise floor); 0 = the reference
-    per_step: bool = True  # the detector judges G/k, k = the replica's local steps in the round
-    weight_per_step: bool = True  # the softmax weighs G·k̄/k (`step_scaled_norms`): rounds of unequal length
-    peers: bool = True  # D11: judge each replica's norm relative to its peers', the whole replica at once
-    stay_ratio: float = 1.3  # κ_s: a flagged replica stays out while a unit of it is above κ_s × its peers'
-    enter_ratio: float = 1.6  # κ_e (D15, D16): a replica is newly flagged only on a unit above κ_e × its peers' (0: no)
-    memory_threshold: float = 1.5  # δ_m (D15, D16): with < 3 peers, also G/k > its own mean + δ_m·σ (0: not asked)
-    majority_ratio: float = 1.5  # κ_m (D16): with >= 3 peers, q > κ_m enters whatever its detector learnt (0: no)
-    weighting_rule: str | None = None  # a reader's rule instead of the softmax (edit_lab.rules), as source
+    TITLE: ClassVar[str] = "pseudo-gradient penalty (edit, aedit)"
+    PREFIX: ClassVar[str] = "penalty_"  # the flags: penalty_alpha for alpha
 
-    @classmethod
-    def of(cls, cfg: Any) -> "PenaltyConfig":
-        """The penalty settings of a RunConfig (its fields `penalty_<name>` for every field here)."""
-        return cls(**{f.name: getattr(cfg, "penalty_" + f.name) for f in fields(cls)})
+    anomaly: bool = knob(True,
+            "anomaly elimination: a flagged replica's pseudo-gradient is left out", checked_by="penalty")
+    weighting: bool = knob(True,
+            'weighted averaging: softmax weights from the pseudo-gradient norms', checked_by="penalty")
+    clip: bool = knob(True,
+            'gradient clip of the aggregated pseudo-gradient at phi', checked_by="penalty")
+    alpha: float = knob(0.3,
+            'alpha: EWMA smoothing of the anomaly detector, in (0, 1)', checked_by="penalty")
+    arming: int = knob(4,
+            'E: syncs of history before the detector may flag, >= 1', checked_by="penalty")
+    threshold: float = knob(3.0,
+            'delta: flag a norm this many standard deviations above the mean, finite > 0', checked_by="penalty")
+    temperature: float = knob(1.0,
+            'T of the softmax weights, > 0 (inf: equal weights)', checked_by="penalty")
+    clip_norm: float = knob(10.0,
+            'phi: the largest norm of the aggregated pseudo-gradient, > 0 (inf: no clip)', checked_by="penalty")
+    bias_correction: bool = knob(True,
+            "mean and variance divided by 1-(1-alpha)^n, as Adam's (false: the reference)", checked_by="penalty")
+    readmit_after: int = knob(3,
+            'K, with penalty_peers off: a replica flagged K syncs in a row is re-admitted if its norm is in line with'
+            " its unflagged peers' (or all are flagged); 0: never", checked_by="penalty")
+    min_rel_std: float = knob(0.15,
+            "epsilon: the detector's sigma is never below epsilon times its mean, a noise floor (0: the reference)",
+            checked_by="penalty")
+    weight_per_step: bool = knob(True,
+            "softmax weights from G times mean k over k: a longer round (A-EDiT's fast replica) is not down-weighted "
+            'for its steps', checked_by="penalty")
+    per_step: bool = knob(True,
+            'the detector judges G/k, k = local steps in the round (false: G, as the reference)',
+            checked_by="penalty")
+    peers: bool = knob(True,
+            "the detector judges G/k over the median of the other replicas' at the same sync, and a replica flagged "
+            'on one unit is left out of all (a rise every replica shares flags none; false: each unit alone on G/k, '
+            'as the authors)', checked_by="penalty")
+    stay_ratio: float = knob(1.3,
+            "kappa_s: a flagged replica stays out while a unit of it is above kappa_s times its peers' median (0: no;"
+            ' with penalty_peers)', checked_by="penalty")
+    enter_ratio: float = knob(1.6,
+            "kappa_e: a replica is newly flagged only on a unit above kappa_e times its peers' median, so one in line"
+            ' with its peers never is (0: no such test; with penalty_peers)', checked_by="penalty")
+    memory_threshold: float = knob(1.5,
+            'delta_m: with fewer than 3 peers (no majority) a replica is newly flagged only where its own G/k is '
+            "above its own history's mean by delta_m sigma (0: not asked; with penalty_peers)",
+            checked_by="penalty")
+    majority_ratio: float = knob(1.5,
+            'kappa_m: with 3 peers or more (a majority) a replica is flagged on a unit above kappa_m times their '
+            'median, its detector armed or not (0: no; with penalty_peers)', checked_by="penalty")
 
     def validate(self) -> None:
         """Raise PenaltyValueError (a ValueError) naming the first bad field and its allowed values."""
@@ -89,14 +110,6 @@ class PenaltyConfig:
                                self.min_rel_std)
         _check_positive("temperature", self.temperature, "T of the softmax weights")
         _check_positive("clip_norm", self.clip_norm, "phi, the largest norm of the aggregated pseudo-gradient")
-        if self.weighting_rule is not None:
-            from edit_lab.rules import weighting_problem
-
-            if (why := weighting_problem(self.weighting_rule)) is not None:
-                raise PenaltyValueError("weighting_rule", _first_line(self.weighting_rule), why)
-            if not self.weighting:
-                raise PenaltyValueError("weighting_rule", _first_line(self.weighting_rule),
-                                        "None while weighting is off (a rule replaces the softmax weights)")
 
     def new_detector(self) -> AnomalyDetector:
         """A fresh detector with this configuration (one is needed per replica and unit)."""
