@@ -99,7 +99,16 @@ main > .site-nav:last-of-type { border-top: 1px solid #ddd; margin-top: 24px; }
   font-family: system-ui, -apple-system, "Segoe UI", sans-serif; font-size: 14px; }
 .site-progress { display: flex; align-items: center; gap: 8px; font: 13px/1.4 monospace; white-space: pre; }
 .site-progress progress { flex: 0 1 40%; min-width: 4em; }
-.site-figure { width: 100%; }
+.site-figure { width: 100%; min-width: 600px; }
+/* nbconvert lays a cell's prompt and its code or output out as a table, which clips what is wider than a narrow
+   window; as flex boxes, each code cell and output scrolls sideways on its own instead */
+.jp-InputArea, .jp-OutputArea-child { display: flex; }
+.jp-InputPrompt, .jp-OutputPrompt { flex: 0 0 auto; }
+.jp-InputArea-editor, .jp-OutputArea-output { display: block; flex: 1 1 auto; min-width: 0; overflow-x: auto; }
+@media only screen and (max-width: 760px) {  /* the prompt above its cell, as JupyterLab's own narrow layout */
+  .jp-InputArea, .jp-OutputArea-child { flex-direction: column; }
+  .jp-InputPrompt, .jp-OutputPrompt { text-align: left; }
+}
 .site-repo-path { font-style: italic; }
 .site-page { max-width: 1100px; margin: 0 auto; padding: 0 16px 32px;
   font: 16px/1.55 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1f1f1f; }
@@ -347,7 +356,9 @@ def index_page(course: list[Lesson], docs: list[str]) -> str:
     rows = "\n".join(
         f'<tr><td class="site-num">{c.number}</td><td class="site-title"><a href="{c.page}">{html.escape(c.title)}</a>'
         f"</td><td>{c.goal_html}</td></tr>" for c in course)
-    doc_links = " · ".join(f'<a href="docs/{Path(d).stem}.html">{html.escape(Path(d).stem)}</a>' for d in docs)
+    label = {"README": "what each page covers"}
+    doc_links = " · ".join(f'<a href="docs/{stem}.html">{html.escape(label.get(stem, stem))}</a>'
+                           for stem in (Path(d).stem for d in docs))
     body = f"""<main class="site-page site-index">
 <h1>edit_lab: the course, executed</h1>
 <p>An interactive teaching lab for <strong>EDiT</strong> and <strong>A-EDiT</strong>, the Local-SGD training methods

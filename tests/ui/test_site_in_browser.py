@@ -19,10 +19,13 @@ import pytest
 from edit_course.tools import site
 from tests.course.helpers import executed_site_notebooks
 
+from .browser import VIEWPORT
 from .checks import figure_state
 from .readability import figure_problems, settle
 
 pytestmark = [pytest.mark.ui, pytest.mark.timeout(300)]
+
+NARROW = {"width": 420, "height": 900}  # a phone's window
 
 
 def open_page(browser, url: str, requests: list[str], errors: list[str]):
@@ -53,10 +56,16 @@ def check_notebook_page(page, name: str, shots: Path) -> int:
             figures.nth(i).screenshot(path=str(shots / f"{name}-figure-{i}.png"))
     problems = figure_problems(page, name, page.locator("main"))
     assert not problems, f"{name} is not readable:\n" + "\n".join(problems)
-    # nothing sticks out sideways: the page scrolls only down
-    width = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
-    assert width[0] <= width[1], f"{name} scrolls sideways: {width}"
     page.screenshot(path=str(shots / f"{name}.png"), full_page=n <= 3)
+    # nothing sticks out sideways, in a wide window or a phone's: the page scrolls only down (a wide code cell, table
+    # or figure scrolls sideways in its own box)
+    for width in (VIEWPORT["width"], NARROW["width"]):
+        page.set_viewport_size({**VIEWPORT, "width": width})
+        settle(page)
+        sizes = page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
+        assert sizes[0] <= sizes[1], f"{name} scrolls sideways in a window {width} px wide: {sizes}"
+    page.screenshot(path=str(shots / f"{name}-narrow.png"))
+    page.set_viewport_size(VIEWPORT)
     return n
 
 
