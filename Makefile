@@ -27,7 +27,7 @@ LAB_PORT ?= 8888
 # Open a browser only where there is a display to show it on.
 LAB_BROWSER = $(if $(DISPLAY),,--no-browser)
 
-.PHONY: help install lock upgrade lab demo test test-fast test-ui solutions nbval-refs notebooks bench tables clean
+.PHONY: help install lock upgrade lab demo test test-fast test-ui solutions nbval-refs notebooks site bench tables clean
 
 help: ## list the targets
 	@echo "Targets (each creates $(VENV) if it is missing):"
@@ -133,6 +133,16 @@ nbval-refs: $(STAMP) ## refresh the executed references nbval checks the lessons
 notebooks: $(STAMP) ## execute every notebook with its default parameters
 	$(PY) -m edit_course.tools.run_notebooks
 
+# The course as a static web site (edit_course/tools/site.py): every notebook executed at its defaults (the runner of
+# `make notebooks`, into build/site-notebooks/), then nbconvert's HTML pages, an index and plotly.js, in site/.
+# SITE_ARGS='--executed runs/notebooks' builds from `make notebooks`' outputs instead of running them again;
+# SITE_REPO_URL (e.g. https://github.com/OWNER/REPO/blob/main) is where links to the repository's files point.
+SITE_ARGS ?=
+SITE_REPO_URL ?=
+
+site: $(STAMP) ## the executed course as a static web site in site/, to read with no install (README: publishing it)
+	$(PY) -m edit_course.tools.site $(if $(SITE_REPO_URL),--repo-url '$(SITE_REPO_URL)') $(SITE_ARGS)
+
 bench: $(STAMP) ## run every CPU benchmark (results in benchmarks/results/)
 	$(PY) benchmarks/run_all.py
 
@@ -141,6 +151,6 @@ tables: $(STAMP) ## render docs/benchmarks.md's tables from benchmarks/results/ 
 	$(PY) benchmarks/render.py --update docs/benchmarks.md
 	$(PY) benchmarks/render.py --check docs/benchmarks.md
 
-clean: ## remove runs/ and caches (keeps the venv)
-	rm -rf runs/ .pytest_cache/ build/ dist/
+clean: ## remove runs/, build/, site/ and caches (keeps the venv)
+	rm -rf runs/ .pytest_cache/ build/ dist/ site/
 	find . \( -path ./.git -o -path './$(VENV)' \) -prune -o -type d \( -name __pycache__ -o -name .ipynb_checkpoints \) -print0 | xargs -0 rm -rf
