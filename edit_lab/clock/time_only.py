@@ -1,4 +1,4 @@
-"""The virtual clock's time-only mode (`RunConfig.virtual_compute = "charged"`, docs/edit-method.md §14).
+"""The virtual clock's time-only mode (`RunConfig.clock.compute = "charged"`, docs/edit-method.md §14).
 
 The same `Trainer`, methods, penalty protocol, outer optimizer, `VirtualComm` and fabric as the virtual clock
 (virtual.py), on the same costs, with one thing replaced: the sharded model. `ChargedModel` has the real

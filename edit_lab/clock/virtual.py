@@ -1,4 +1,4 @@
-"""The virtual clock (`RunConfig.clock = "virtual"`, docs/edit-method.md "The virtual clock").
+"""The virtual clock (`RunConfig.clock.kind = "virtual"`, docs/edit-method.md "The virtual clock").
 
 The lab's own `Trainer`, methods, penalty, outer optimizer and sharded model, with real numerics, every
 rank a thread of *this* process, on a clock that a cost model advances instead of this machine's time:
