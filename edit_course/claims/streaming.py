@@ -56,14 +56,15 @@ def step_bytes(run: RunLike) -> dict[int, int]:
 
 
 def measure(run: RunLike) -> dict[str, Any]:
-    """Bytes per pseudo-gradient collective, per step (peak, mean) and the final loss, from the run's records."""
+    """Bytes per pseudo-gradient collective, per step (peak, and the mean over the steps replica 0 trained, not the
+    configured `steps`, which a time budget ignores) and the final loss, from the run's records."""
     r = as_run(run)
     events = sync_events(r)
     per_step = step_bytes(r)
     vals = r.val_losses()
     return {"collective_bytes": sorted({e["bytes"] for e in events}), "collectives": len(events),
             "peak_step_bytes": max(per_step.values(), default=0),
-            "mean_step_bytes": sum(e["bytes"] for e in events) / max(r.config.steps, 1),
+            "mean_step_bytes": sum(e["bytes"] for e in events) / max(trained_steps(r), 1),
             "val_loss": vals[-1][1] if vals else float("nan")}
 
 
@@ -99,6 +100,52 @@ def exposed_s(run: RunLike) -> float:
     (overlap.py's one definition; the closing sync after the last step, the same for every method, left out)."""
     r = as_run(run)
     return comm_totals(r, steps=(0, trained_steps(r) - 1), groups=["sync"])["exposed_s"] / r.config.world_size
+
+
+def exposed_model(run: RunLike) -> dict[str, float]:
+    """The cost model of a Streaming DiLoCo run's exposed sync time, beside its measurement (`exposed_s`).
+
+    Every collective on the sync link costs latency + bytes / bandwidth (`LinkModel.transfer_time`, the link the
+    run simulated). The warm-up's gradient all-reduces have nothing to hide under (a step waits for its whole
+    gradient): `warmup_s` is their transfer time. A fragment travels under τ = `fragment_sync_delay` whole steps,
+    so each landing leaves uncovered what its transfer lasts beyond τ of the run's own steps: `landings_s` =
+    Σ max(0, transfer − τ · own_step_s), with `own_step_s` replica 0's step without its exposed time (the
+    training time minus `exposed_s`, per step). `predicted_s` is their sum, per rank, the closing sync left out
+    as in `exposed_s`; `transfer_s` the longest landing's transfer.
+    """
+    from edit_lab.core.comm import LinkModel
+
+    r = as_run(run)
+    c = r.config
+    link = LinkModel.of(c.link.latency_ms, c.link.bandwidth_mb_s)
+    end = training_end(r)
+    warm = sum(link.transfer_time(int(e["bytes"] or 0)) for e in r.events_of("grad_all_reduce", rank=0)
+               if e.get("group") == "sync" and e["t0"] < end and e["step"] < c.schedule.warmup_steps)
+    per_landing: dict[int, float] = defaultdict(float)
+    for e in sync_events(r):
+        if e["t0"] < end:
+            per_landing[int(e["step"])] += link.transfer_time(int(e["bytes"] or 0))
+    steps = max(trained_steps(r), 1)
+    t_train = max((m["t"] for m in r.metrics if m["kind"] == "train" and m.get("replica") == 0), default=0.0)
+    measured = exposed_s(r)
+    own = max(t_train - measured, 0.0) / steps
+    cover = c.streaming.fragment_sync_delay * own
+    landings = sum(max(0.0, t - cover) for t in per_landing.values())
+    return {"warmup_s": warm, "landings_s": landings, "predicted_s": warm + landings, "measured_s": measured,
+            "own_step_s": own, "cover_s": cover, "transfer_s": max(per_landing.values(), default=0.0)}
+
+
+def check_exposed_model(run: RunLike, where: str, rtol: float = 0.25) -> Verdict:
+    """Print the cost model's exposed time beside the run's, and whether the model accounts for it (`rtol`)."""
+    m = exposed_model(run)
+    hides = "hides under them" if m["transfer_s"] <= m["cover_s"] else "outlasts them"
+    numbers = (f"{where}: measured {m['measured_s']:.3f} s per rank; model {m['predicted_s']:.3f} s = warm-up "
+               f"all-reduces {m['warmup_s']:.3f} + landings {m['landings_s']:.3f} (a fragment's transfer of "
+               f"{1e3 * m['transfer_s']:.0f} ms against τ steps of {1e3 * m['cover_s']:.1f} ms: it {hides})")
+    ok = abs(m["measured_s"] - m["predicted_s"]) <= rtol * max(m["predicted_s"], 1e-9)
+    return verdict("the link's cost model accounts for the exposed sync time", ok, numbers,
+                   why_not="the model charges each collective alone, while the link serialises transfers and the "
+                   "warm-up's all-reduces partly overlap the backward", timing=True)
 
 
 def exposed_ms_per_step(run: RunLike) -> float:

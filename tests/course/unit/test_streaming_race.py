@@ -26,6 +26,42 @@ def test_bytes_per_step_leave_the_closing_sync_out_of_the_peak(fake):
     assert m["mean_step_bytes"] == pytest.approx(6000 / F.STEPS) and m["val_loss"] == 3.9
 
 
+def test_the_mean_per_step_divides_by_the_steps_trained_not_the_configured_ones(fake, tmp_path):
+    """A time-budget run ignores `steps`: 60 configured, 5 trained, and the mean is over the 5 (review 09 · 7)."""
+    import shutil
+
+    from edit_lab.config import RunConfig
+
+    budget = tmp_path / "budget"
+    shutil.copytree(fake.path, budget)
+    cfg = RunConfig.load(budget / "config.json").replace(steps=60, time_budget=5.0)
+    (budget / "config.json").write_text(cfg.to_json())
+    assert race.trained_steps(fake) == F.STEPS < 60
+    assert race.measure(Run(budget))["mean_step_bytes"] == pytest.approx(6000 / F.STEPS)
+
+
+def test_the_exposed_cost_model_charges_the_warm_up_and_what_each_landing_leaves_uncovered(fake, tmp_path):
+    """On a 1 MB/s link: the warm-up's three 1,000-byte gradient all-reduces cost 3 ms, the landing at step 3
+    three 1,000-byte collectives, 3 ms, uncovered with τ = 0 (the closing sync left out): 6 ms predicted."""
+    import shutil
+
+    from edit_lab.config import RunConfig
+
+    slow = tmp_path / "slow"
+    shutil.copytree(fake.path, slow)
+    cfg = RunConfig.load(slow / "config.json").replace(link_bandwidth_mb_s=1.0, fragment_sync_delay=0)
+    (slow / "config.json").write_text(cfg.to_json())
+    m = race.exposed_model(Run(slow))
+    assert m["warmup_s"] == pytest.approx(0.003) and m["landings_s"] == pytest.approx(0.003)
+    assert m["predicted_s"] == pytest.approx(0.006) and m["transfer_s"] == pytest.approx(0.003)
+    assert m["measured_s"] == pytest.approx(race.exposed_s(fake)) and m["cover_s"] == 0.0
+    # the same run with τ = 1: a landing travels under one own step, which covers up to 3 ms of it
+    (slow / "config.json").write_text(cfg.replace(fragment_sync_delay=1).to_json())
+    m1 = race.exposed_model(Run(slow))
+    assert m1["cover_s"] == pytest.approx(m1["own_step_s"]) and m1["landings_s"] == pytest.approx(
+        max(0.0, 0.003 - m1["own_step_s"]))
+
+
 def test_loss_against_bytes_reads_what_was_sent_by_each_validation(fake):
     p = race.loss_points(fake)
     assert list(p["val_loss"]) == [4.2, 3.9]
