@@ -301,7 +301,7 @@ class RunConfigChecks:
         try:
             replayed = type(self).load(Path(self.aedit.schedule) / "config.json")
         except (OSError, ValueError) as e:
-            bad("aedit_schedule", f"the directory of a finished A-EDiT run (its config.json: {e})")
+            bad("aedit_schedule", f"the directory of a finished A-EDiT run (it has no readable config.json: {e})")
         for name in ScheduleReplay.SETTINGS:
             if self.get(name) != (theirs := replayed.get(name)):
                 bad(name, f"{theirs!r}, the value of the run whose schedule aedit_schedule replays (a replay "
