@@ -64,10 +64,10 @@ def pace_table(runs: dict[str, Run]) -> pd.DataFrame:
         cap = capacity_bound(run, from_step=run.config.schedule.warmup_steps)
         total = float(rt["tokens_per_s"].sum())
         rows.append({"run": name, "wall_s": run.summary["wall_s"],
-                     "fast replica blocked s": rt["blocked_s"].iloc[0],
-                     "slow replica blocked s": rt["blocked_s"].iloc[-1],
+                     "fast replica blocked s after warm-up": rt["blocked_s"].iloc[0],
+                     "slow replica blocked s after warm-up": rt["blocked_s"].iloc[-1],
                      "Σ replicas' tokens/s": total, "capacity bound tokens/s": cap,
-                     "share of the bound": total / cap if cap > 0 else float("nan"),
+                     "share of the bound after warm-up": total / cap if cap > 0 else float("nan"),
                      "val loss at the end": run.summary["final_val_loss"]})
     return pd.DataFrame(rows).set_index("run")
 
@@ -451,7 +451,7 @@ def seed_table(runs: dict[str, Sequence[Run]]) -> pd.DataFrame:
         rows.append({"method": name, "seeds": len(rs), "val loss mean": statistics.mean(vals),
                      "val loss spread": max(vals) - min(vals), "tokens/s mean": statistics.mean(tps),
                      "tokens/s spread": max(tps) - min(tps), "steps per replica": steps_of(rs[0]),
-                     "capacity bound tokens/s": cap, "share of the bound": total / cap if cap > 0 else float("nan")})
+                     "capacity bound tokens/s": cap, "share of the bound after warm-up": total / cap if cap > 0 else float("nan")})
     return pd.DataFrame(rows).set_index("method")
 
 

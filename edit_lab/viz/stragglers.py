@@ -168,7 +168,8 @@ def capacity_figure(runs: RunLike | Sequence[RunLike], labels: Sequence[str] | N
     d = _Runs(runs, labels)
     fig = make_subplots(rows=1, cols=1)
     _add_capacity(fig, d, 1, 1)
-    sub = (f"{CAPACITY_DEF}; achieved = Σ over replicas of the tokens it trained over the time to its own last step")
+    sub = (f"{CAPACITY_DEF}; achieved = Σ over replicas of the tokens it trained over the time to its own last step; "
+           "the whole run, warm-up included")
     return _finish(fig, d, title_text(d.head(title, "All replicas against the capacity bound"), sub),
                    MESSAGE_HEIGHT, ((1, 1),))
 
