@@ -1,4 +1,5 @@
-"""Answers of notebook 05 (the pseudo-gradient penalty): the units flagged, softmax weights, the clip factor."""
+"""Answers of notebook 05 (the pseudo-gradient penalty): the units flagged, the per-unit verdict, the playground, softmax
+weights, the clip factor."""
 
 NOTEBOOK = "05_pseudo_gradient_penalty.ipynb"
 
@@ -9,6 +10,18 @@ ANSWERS = [
      "source": """\
 print(f"the {MODEL} model has {get_size(MODEL).n_layers + 1} units (the root unit and {get_size(MODEL).n_layers} blocks)")
 predict_units_flagged = get_size(MODEL).n_layers + 1  # all of them: the spike multiplied every parameter at once"""},
+    {"marker": "predict_out_everywhere = None  # True or False: once flagged somewhere, is replica 1 out of every unit "
+               "at that sync?",
+     "assigns": "predict_out_everywhere", "kind": "prediction",
+     "source": """\
+predict_out_everywhere = False  # no: each unit's detector judges that unit alone, and bad data does not raise every unit's norm"""},
+    {"marker": "from edit_course.exercises.nb05 import playground_answers",
+     "assigns": "my_playground_answers", "kind": "written",
+     "source": """\
+from edit_course.exercises.nb05 import playground_answers
+
+my_playground_answers = "yes, still flagged; no; nobody; nobody with the memory, replica 0 without it"
+playground_answers(my_playground_answers);  # the library's rule on the playground's series"""},
     {"marker": "import math",
      "assigns": "my_softmax_weights", "kind": "code", "check": "check_softmax_function(my_softmax_weights)",
      "says": "Your softmax weights match",

@@ -120,6 +120,96 @@ def clip_bounds_spike(run: Run, spike_step: int) -> Verdict:
                    why_not="the aggregate's norm stayed below φ")
 
 
+def alone_against_all(all_three: Run, alone: dict[str, Run], spike_step: int, replica: int = 1) -> pd.DataFrame:
+    """Part 3's table and verdicts: what each defence alone does differently from all three on the same spike.
+
+    One row per run (all three first): the spiked `replica`'s largest weight at the first sync after the spike,
+    the healthy replicas' weights at every other sync (lowest–highest), the (sync, unit) records whose clip factor
+    is below 1, the largest |G − all three's G| over the records (0: the same trajectory, bit for bit) and the final
+    validation loss. Verdicts, each from those numbers: weighting alone ends exactly where all three do when its
+    softmax weight on the spike is below float rounding and the rest is the same (no other flag, no clip); anomaly
+    alone gives the spike 0 as all three do but averages the others with 1/k, so where those weights differ from the
+    softmax's it trains another trajectory."""
+    base = penalty_table(all_three)
+    after = base.loc[base["step"] > spike_step, "step"]
+    first = int(after.min()) if len(after) else -1
+    rows = []
+    for name, run in {"all three": all_three, **{f"only {k}": r for k, r in alone.items()}}.items():
+        pt = penalty_table(run)
+        spiked = pt[(pt["step"] == first) & (pt["replica"] == replica)]["weight"]
+        others = pt[(pt["step"] != first) & (pt["replica"] != replica) & ~pt["closing"].astype(bool)]["weight"]
+        same = len(pt) == len(base) and bool((pt[["step", "unit", "replica"]].values
+                                               == base[["step", "unit", "replica"]].values).all())
+        dg = float((pt["G"].values - base["G"].values).__abs__().max()) if same else math.nan
+        rows.append({"run": name, "spiked replica's weight at the spike": float(spiked.max()) if len(spiked) else
+                     math.nan, "healthy weights elsewhere (min)": float(others.min()) if len(others) else math.nan,
+                     "healthy weights elsewhere (max)": float(others.max()) if len(others) else math.nan,
+                     "records clipped": int((pt["clip"] < 1).sum()), "largest |G − all three's|": dg,
+                     "final val loss": float(run.summary.get("final_val_loss", math.nan))})
+    table = pd.DataFrame(rows).set_index("run")
+    SPIKE, DG = "spiked replica's weight at the spike", "largest |G − all three's|"
+    ref = table.loc["all three"]
+    if "only weighting" in table.index:
+        w = table.loc["only weighting"]
+        identical = w[DG] == 0 and w["final val loss"] == ref["final val loss"]
+        verdict("only weighting ends exactly where all three do: its softmax weight on the spike is zero to float "
+                "rounding, and at every other sync it applies the same weights", bool(identical),
+                f"spike weight {w[SPIKE]:.1e}; final val loss "
+                f"{w['final val loss']:.4f} against {ref['final val loss']:.4f}; largest |ΔG| "
+                f"{w[DG]:.1e}; records clipped {int(w['records clipped'])} and "
+                f"{int(ref['records clipped'])}",
+                why_not="the anomaly filter or the clip acted somewhere else in one of the two runs (records clipped "
+                        "above), so their weights or updates differ" if not identical else "")
+    if "only anomaly" in table.index:
+        a = table.loc["only anomaly"]
+        zero = a[SPIKE] == 0 and ref[SPIKE] == 0
+        plain = (a["healthy weights elsewhere (min)"], a["healthy weights elsewhere (max)"])
+        soft = (ref["healthy weights elsewhere (min)"], ref["healthy weights elsewhere (max)"])
+        differ = plain != soft
+        verdict("only anomaly gives the spike weight 0 as all three do, but averages the other syncs with a plain "
+                "1/2 where all three take the softmax's weights: another mean, so another trajectory",
+                bool(zero and differ),
+                f"spike weight {a[SPIKE]:g} and "
+                f"{ref[SPIKE]:g}; the healthy replica's weights elsewhere "
+                f"{plain[0]:.3f}–{plain[1]:.3f} against {soft[0]:.3f}–{soft[1]:.3f}; largest |ΔG| "
+                f"{a[DG]:.3g}; final val loss {a['final val loss']:.4f} against "
+                f"{ref['final val loss']:.4f}",
+                why_not=("the spiked replica kept a weight in one of the runs (not flagged)" if not zero else
+                         "the softmax's weights were the plain 1/2 too (every norm equal), so nothing tells them apart"))
+    return table
+
+
+def per_unit_leaves_in(run: Run, replica: int, from_step: int, min_judged: int = MIN_JUDGED_SYNCS) -> Verdict | None:
+    """The paper's detector judges every unit alone: a replica fed bad data is left out only of the units whose own
+    norm stood out, and its Δ enters the others with its ordinary weight. The claim: after `from_step`, at some
+    judged sync `replica` was flagged in at least one unit and admitted (weight > 0) in another. None (after a plain
+    note) when fewer than `min_judged` syncs were judged after `from_step` and it was never flagged."""
+    rows = flags(run, replica, after=from_step)
+    n = judged_syncs_after(run, from_step)
+    claim = (f"the paper's detector, unit by unit, leaves replica {replica}'s Δ in the units where its own norm did "
+             f"not stand out")
+    out = rows[rows["outlier"]]
+    if out.empty and n < min_judged:
+        print(f"(replica {replica} not flagged in the {n} judged sync(s) after step {from_step}: too few to tell; the "
+              f"notebook's defaults give more)")
+        return None
+    partial = [s for s, at in rows.groupby("step") if at["outlier"].any() and not at["outlier"].all()]
+    units_out = sorted(int(u) for u in out["unit"].unique())
+    inside = rows[rows["step"].isin(partial) & ~rows["outlier"]]
+    units_in = sorted(int(u) for u in inside["unit"].unique())
+    if partial:
+        numbers = (f"flagged in unit(s) {', '.join(map(str, units_out))} at {len(partial)} of {n} judged syncs after "
+                   f"step {from_step}; at those syncs unit(s) {', '.join(map(str, units_in))} let its Δ in with weight "
+                   f"{inside['weight'].min():.2f}–{inside['weight'].max():.2f}")
+    else:
+        numbers = (f"flagged in every unit at each of {out['step'].nunique()} flagged syncs" if not out.empty else
+                   f"never flagged over {n} judged syncs (z at most {rows['z'].max():.2f})")
+    why = ("" if partial else "its norm stood above its own history in every unit at once whenever it stood out "
+           "anywhere" if not out.empty else "its G stayed under μ + δ·f·σ of its own history in every unit: the "
+           "slow average (α 0.02) learnt the bad data's drift")
+    return verdict(claim, bool(partial), numbers, why_not=why)
+
+
 def judged_syncs_after(run: Run, step: int) -> int:
     """How many syncs after `step` judged a norm."""
     pt = judged(run)

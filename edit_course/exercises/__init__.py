@@ -10,9 +10,11 @@ prints one friendly line and returns a `CheckResult`:
   check does not print the right number: the explanation shows the way to it;
 - right: "Correct: …" with what the answer means.
 
-Predictions (`compare_prediction`, `compare_yes_no`: the reader's guess against what the run measured)
-print the measured value and the reason in every case ("Your prediction … matches", "Not quite: …",
-"No prediction written."); a code check (`check_<name>(fn)`) runs the reader's function against the
+Predictions (`compare_prediction`, `compare_yes_no`: the reader's guess against what the run measured) are
+locked: with no prediction written (`None`, as shipped) they print "Not answered yet. …" and neither the
+measured value nor the reason, and `unlocked(result)` keeps the rest of the reveal (a table, the run's checks
+that answer the question) hidden too; once a prediction is committed, right or wrong, they print the measured
+value and the reason ("Your prediction … matches", "Not quite: …", "Not this time."); a code check (`check_<name>(fn)`) runs the reader's function against the
 library and prints "Not yet: …" with the reason (`not_yet`) when it does not match, raises, or is not
 a function at all.
 
@@ -333,12 +335,11 @@ def compare_prediction(prediction: Any, measured: float, *, what: str, why: str,
     """Predict, then run: compare the reader's `prediction` with the value the run `measured`.
 
     Truthy when the prediction is within `rel_tol` of the measured value (or `abs_tol`, whichever is larger).
-    Always prints the measured value and `why` (the reason it came out so), so that the cell teaches
-    whether or not a prediction was written; never raises.
+    Locked until a prediction is committed: with `None` (the shipped default) it prints "Not answered yet" and
+    neither the measured value nor `why`; with any answer, right or wrong, it prints both. Never raises.
     """
     if prediction is None:
-        say(f"No prediction written. The run measured {what}: {measured:,.4g}. {why}")
-        return _unanswered()
+        return _locked(f"the run's answer ({what})")
     p = read_number(prediction)
     if p is None:
         say(f"Not quite: {show(prediction)} is not a number. The run measured {what}: {measured:,.4g}. {why}")
@@ -347,6 +348,31 @@ def compare_prediction(prediction: Any, measured: float, *, what: str, why: str,
         return correct(f"Your prediction {p:,.4g} matches: the run measured {what}: {measured:,.4g}. {why}")
     say(f"Not quite: you predicted {p:,.4g}, the run measured {what}: {measured:,.4g}. {why}")
     return _wrong()
+
+
+LOCKED_NOTE = "stays hidden until you commit one"
+
+
+def _locked(what: str) -> CheckResult:
+    """No prediction written: say so, and reveal nothing of the run's answer."""
+    say(f"Not answered yet. Write your prediction in the cell above (it is still None), run it, then this cell "
+        f"again: {what} {LOCKED_NOTE}.")
+    return _unanswered()
+
+
+def unlocked(result: Any) -> bool:
+    """Whether the reveal of a prediction may show: True once the reader committed a prediction (the result of
+    `compare_prediction` or `compare_yes_no` is right or wrong, not "not answered yet").
+
+    A notebook puts what answers the question (the run's table, the checks that print the number) under
+    `if unlocked(answer):`. While locked it prints one line saying so (never a verdict symbol) and returns False,
+    so an empty answer never passes silently and the answer stays hidden; the run's other checks still print.
+    Never raises."""
+    state = getattr(result, "state", None)
+    if state in (CheckResult.CORRECT, CheckResult.WRONG):
+        return True
+    say(f"Locked: the rest of this cell's answer {LOCKED_NOTE} (a prediction in the cell above).")
+    return False
 
 
 _YES, _NO = ("true", "yes", "y"), ("false", "no", "n")
@@ -364,10 +390,10 @@ def read_yes_no(answer: Any) -> bool | None:
 
 
 def compare_yes_no(prediction: Any, truth: bool, measured: str) -> CheckResult:
-    """Predict, then run, for a yes/no question: `measured` says what the run found. Never raises."""
+    """Predict, then run, for a yes/no question: `measured` says what the run found, printed once a prediction
+    is committed (locked while it is `None`, as `compare_prediction`). Never raises."""
     if prediction is None:
-        say(f"No prediction written. {measured}")
-        return _unanswered()
+        return _locked("what the run found")
     said = read_yes_no(prediction)
     if said is None:
         say(f"Not quite: {show(prediction)} is not a yes/no answer; write True or False. {measured}")

@@ -18,6 +18,7 @@ from edit_course.exercises import (
     not_answered,
     not_yet,
     read_numbers,
+    say,
     run_a_rule,
     short_error,
     show,
@@ -194,12 +195,21 @@ def check_weighting_in_a_run(fn: Any, base: Any, out: Any) -> CheckResult:
                    f"(largest difference {worst:.1e}){trained}.")
 
 
-def playground_answers(config: Any = None) -> list[str]:
-    """The answers to part 0's predictions, computed by the library's rule (`detector_series.decide`, i.e.
+def playground_answers(predicted: Any = None, config: Any = None) -> list[str]:
+    """The answers to the playground's predictions, computed by the library's rule (`detector_series.decide`, i.e.
     `penalty.replay`) on the playground's own series (its defaults: 30 syncs, 5 % noise, seed 0, the event at
     sync 12): a lasting rise ×1.6 on replica 1 (with α 0.3, 0.05 and 0.6), a rise ×1.6 on both, and a fall ÷2 on
-    replica 1 with the memory (δ_m of `config`) and without it (δ_m 0). Printed, and returned as lines."""
+    replica 1 with the memory (δ_m of `config`) and without it (δ_m 0); and the paper's detector
+    (`PenaltyConfig.authors`, armed after the same E) on the shared rise. Printed, and returned as lines.
+
+    Locked (`exercises.unlocked`): while `predicted` (the reader's answers, in any form: they are not graded) is
+    None or empty, it prints "Not answered yet" and returns no line."""
     from dataclasses import replace
+
+    if predicted is None or (hasattr(predicted, "__len__") and len(predicted) == 0):
+        say("Not answered yet. Write your answers in `my_playground_answers` (a string or a list, in your words) and "
+            "run this cell again: the library's answers stay hidden until you commit yours.")
+        return []
 
     from edit_course.panels.detector_series import NormSeries, decide
     from edit_lab.core.penalty import PenaltyConfig
@@ -219,7 +229,9 @@ def playground_answers(config: Any = None) -> list[str]:
              f"the same rise on both replicas: flagged: {flagged(NormSeries(event='rise-both', at=12, size=1.6), c)}",
              f"replica 1's norm falls to half at sync 12 (replica 0's q doubles): flagged: "
              f"{flagged(NormSeries(event='fall', at=12, size=2.0), c)} with the memory (δ_m {c.memory_threshold:g}); "
-             f"without it (δ_m 0): {flagged(NormSeries(event='fall', at=12, size=2.0), replace(c, memory_threshold=0.0))}"]
+             f"without it (δ_m 0): {flagged(NormSeries(event='fall', at=12, size=2.0), replace(c, memory_threshold=0.0))}",
+             f"the paper's detector (each unit on its own G, E {c.arming}) on the same shared rise: flagged: "
+             f"{flagged(NormSeries(event='rise-both', at=12, size=1.6), PenaltyConfig.authors(arming=c.arming))}"]
     print("Computed by the library's rule on the playground's series (its defaults, seed 0):")
     for line in lines:
         print("- " + line)

@@ -72,7 +72,8 @@ def switches_config(base: RunConfig, key: Switches, out_root: str | Path, prefix
 
 
 class PenaltySwitchPanel:
-    """Three checkboxes (the defences), a unit pick, and the penalty decisions and losses of that combination."""
+    """Three checkboxes (the defences), a unit pick (the root unit first: one unit's four rows; "every unit" on
+    demand), and the penalty decisions and losses (a log axis) of that combination."""
 
     def __init__(self, run_for: Callable[[Switches], Run], runs: Mapping[Switches, Run], reference: Run,
                  n_units: int, reference_label: str = "penalty off") -> None:
@@ -82,7 +83,7 @@ class PenaltySwitchPanel:
         self.run_for, self.runs, self.reference, self.reference_label = run_for, runs, reference, reference_label
         self.boxes = {s: W.Checkbox(value=True, description=f"penalty_{s}") for s in SWITCHES}
         self.unit_pick = W.Dropdown(options=[("every unit", -1)] + [(f"unit {u}", u) for u in range(n_units)],
-                                    description="units")
+                                    value=0 if n_units > 0 else -1, description="units")  # one unit: four subplots
         self.button = W.Button(description="Run this combination", button_style="primary", icon="play",
                                layout=W.Layout(width="auto"))  # the whole label on the button
         self.status = W.HTML()
@@ -122,7 +123,9 @@ class PenaltySwitchPanel:
             return
         units = "all" if self.unit_pick.value < 0 else [self.unit_pick.value]  # -1: every unit
         self._set("penalty", penalty_figure(run, units=units, title=f"Penalty decisions: {switches_name(key)}"))
-        self._set("loss", loss_figure([run, self.reference], labels=[switches_name(key), self.reference_label]))
+        loss = loss_figure([run, self.reference], labels=[switches_name(key), self.reference_label])
+        loss.update_yaxes(type="log")  # a spike's hundreds of nats and a defended run's 3, both readable
+        self._set("loss", loss)
         self.status.value = (f"<b>{switches_name(key)}</b>: final validation loss {run.summary['final_val_loss']:.3f} "
                              f"({self.reference_label}: {self.reference.summary['final_val_loss']:.3f})")
 

@@ -273,3 +273,62 @@ def test_a_caught_replica_let_back_in_is_told_why_and_records_not_the_replays_ar
     assert cp.decisions(write_run(tmp_path / "b", flagged={(10, 1, 0)}))["replayed"].tolist().count(False) == 1
     v = cp.healthy_never_flagged(write_run(tmp_path / "c", flagged={(10, 1, 0)}), [0])
     assert "not what the replay of the run's norms decides" in v.why_not
+
+
+def _weights_run(path: Path, weights: dict[tuple[int, int, int], float], g: dict[tuple[int, int, int], float] = None,
+                 clip: float = 1.0, final: float = 3.0, flagged=frozenset()) -> Run:
+    """A run whose penalty records hold `weights[(step, unit, replica)]` (and G, clip, flags) as given."""
+    path.mkdir(parents=True)
+    (path / "config.json").write_text(RunConfig(method="edit", shards=1, replicas=2, steps=12, model="nano").to_json())
+    rows = [{"kind": "penalty", "step": s, "unit": u, "replica": r, "G": (g or {}).get((s, u, r), 0.5), "z": 0.1,
+             "threshold": 3.0, "outlier": (s, u, r) in flagged, "readmitted": False, "steps": 2, "weight": w,
+             "clip": clip, "skipped": False} for (s, u, r), w in sorted(weights.items())]
+    (path / "penalty.jsonl").write_text("".join(json.dumps(p) + "\n" for p in rows))
+    (path / "metrics.jsonl").write_text("")
+    (path / "summary.json").write_text(json.dumps({"final_val_loss": final}))
+    return Run(path)
+
+
+def test_each_defence_alone_against_all_three_is_told_from_weights_and_norms(tmp_path, capsys):
+    """Item 11 of the course review: 'only weighting' equals all three bit for bit (its spike weight is nothing,
+    the rest the same), 'only anomaly' gives the spike 0 too but a plain 1/2 elsewhere: another mean, another run."""
+    keys = [(s, u, r) for s in (6, 8, 10) for u in (0, 1) for r in (0, 1)]
+    soft = {k: (0.0 if k[0] == 8 and k[2] == 1 else 1.0 if k[0] == 8 else 0.49 if k[2] == 0 else 0.51) for k in keys}
+    all3 = _weights_run(tmp_path / "all", soft, flagged={(8, u, 1) for u in (0, 1)}, final=2.88)
+    weighting = _weights_run(tmp_path / "w", {k: (1e-53 if k[0] == 8 and k[2] == 1 else v) for k, v in soft.items()},
+                             final=2.88)
+    anomaly = _weights_run(tmp_path / "a", {k: (0.0 if k[0] == 8 and k[2] == 1 else 1.0 if k[0] == 8 else 0.5)
+                                            for k in keys}, g={(10, 0, 0): 0.6}, final=2.83,
+                           flagged={(8, u, 1) for u in (0, 1)})
+    table = cp.alone_against_all(all3, {"anomaly": anomaly, "weighting": weighting}, spike_step=7)
+    out = capsys.readouterr().out
+    assert out.count("✓ ") == 2 and "✗" not in out
+    assert table.loc["only anomaly", "healthy weights elsewhere (min)"] == 0.5
+    assert table.loc["only anomaly", "largest |G − all three's|"] == pytest.approx(0.1)
+    assert table.loc["only weighting", "largest |G − all three's|"] == 0.0
+    # weighting alone that ends elsewhere (a clip acted): ✗ with the reason, which the records show
+    clipped = _weights_run(tmp_path / "c", soft, clip=0.5, g={(6, 0, 0): 0.7}, final=2.9)
+    cp.alone_against_all(all3, {"weighting": clipped}, spike_step=7)
+    out = capsys.readouterr().out
+    assert out.startswith("✗ only weighting") and "records clipped 12 and 0" in out and "clip acted" in out
+    # anomaly alone whose weights elsewhere are the softmax's (all norms equal): nothing to tell them apart, ✗
+    same = _weights_run(tmp_path / "s", soft, flagged={(8, u, 1) for u in (0, 1)})
+    cp.alone_against_all(all3, {"anomaly": same}, spike_step=7)
+    assert capsys.readouterr().out.startswith("✗ only anomaly")
+
+
+def test_the_papers_per_unit_detector_leaves_a_bad_replica_in_the_units_it_does_not_flag(tmp_path, capsys):
+    keys = [(s, u, r) for s in (8, 10, 12, 14, 16) for u in (0, 1, 2) for r in (0, 1)]
+    part = {(s, 2, 1) for s in (12, 14, 16)}  # unit 2 only, from step 12
+    w = {k: (0.0 if k in part else 0.48 if k[2] == 1 else 0.52) for k in keys}
+    v = cp.per_unit_leaves_in(_weights_run(tmp_path / "p", w, flagged=part), 1, from_step=7)
+    assert v.ok and "unit(s) 2 at 3 of 5" in v.numbers and "unit(s) 0, 1 let its Δ in with weight 0.48–0.48" in v.numbers
+    whole = {(s, u, 1) for s in (12, 14, 16) for u in (0, 1, 2)}  # the lab's whole replica: out of every unit
+    v = cp.per_unit_leaves_in(_weights_run(tmp_path / "w", {k: (0.0 if k in whole else 1.0) for k in keys},
+                                           flagged=whole), 1, from_step=7)
+    assert not v.ok and "every unit" in v.numbers and "every unit at once" in v.why_not
+    v = cp.per_unit_leaves_in(_weights_run(tmp_path / "n", {k: 0.5 for k in keys}), 1, from_step=7)
+    assert not v.ok and "never flagged over 5" in v.numbers and "α 0.02" in v.why_not
+    capsys.readouterr()
+    assert cp.per_unit_leaves_in(_weights_run(tmp_path / "short", {k: 0.5 for k in keys}), 1, from_step=13) is None
+    assert "too few to tell" in capsys.readouterr().out

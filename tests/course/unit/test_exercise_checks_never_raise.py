@@ -59,7 +59,7 @@ REQUIRED: dict[str, dict[str, Any]] = {
 }
 
 # What every falsy verdict line starts with (never a verdict symbol of edit_course.verdict).
-NOT_RIGHT = ("Not yet: ", "Not answered yet. ", "Not quite: ", "No prediction written. ", "Not this time. ")
+NOT_RIGHT = ("Not yet: ", "Not answered yet. ", "Not quite: ", "Not this time. ")
 
 
 def _raises(*args: Any, **kwargs: Any) -> Any:

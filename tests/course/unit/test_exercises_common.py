@@ -75,7 +75,7 @@ def test_compare_prediction_prints_and_never_raises(capsys):
     assert "Not quite" in out and "because." in out
     assert compare_prediction(9.8, 10.0, what="x", why="", rel_tol=0.0, abs_tol=0.5)
     assert not compare_prediction(None, 10.0, what="x", why="")
-    assert "No prediction" in capsys.readouterr().out
+    assert "Not answered yet" in capsys.readouterr().out
     assert not compare_prediction([1, 2], 10.0, what="x", why="")
     assert "is not a number" in capsys.readouterr().out
     assert not compare_yes_no("maybe", True, "It was.")
@@ -84,6 +84,32 @@ def test_compare_prediction_prints_and_never_raises(capsys):
     assert "Your prediction holds" in capsys.readouterr().out
     assert not not_yet("reason")
     assert capsys.readouterr().out == "Not yet: reason\n"
+
+
+def test_an_empty_prediction_is_locked_it_reveals_neither_the_value_nor_the_reason(capsys):
+    from edit_course.exercises import CheckResult, compare_prediction, compare_yes_no, unlocked
+    from edit_course.verdict import parse
+
+    r = compare_prediction(None, 12345.0, what="units flagged", why="every parameter was multiplied.")
+    out = capsys.readouterr().out
+    assert not r and r.state == CheckResult.UNANSWERED
+    assert out.startswith("Not answered yet.") and "12,345" not in out and "12345" not in out
+    assert "multiplied" not in out and "units flagged" in out and "hidden" in out
+    assert not unlocked(r)  # the reveal stays hidden, and says so on one line that is no verdict
+    said = capsys.readouterr().out
+    assert said.startswith("Locked:") and said.count("\n") == 1 and parse(said) == []
+    y = compare_yes_no(None, True, "Replica 0 was flagged at step 14.")
+    out = capsys.readouterr().out
+    assert not y and "step 14" not in out and out.startswith("Not answered yet.")
+    assert not unlocked(y) and not unlocked(None) and not unlocked("anything else")
+    capsys.readouterr()
+    # committed, right or wrong: the reveal opens, and the value and the reason are printed
+    wrong = compare_prediction(3, 5.0, what="units flagged", why="every parameter was multiplied.", abs_tol=0.5)
+    assert not wrong and unlocked(wrong)
+    out = capsys.readouterr().out
+    assert "5" in out and "multiplied" in out and "Locked" not in out
+    right = compare_yes_no(True, True, "Replica 0 was flagged at step 14.")
+    assert right and unlocked(right) and "step 14" in capsys.readouterr().out
 
 
 def test_the_score_counts_each_calling_place_once_as_it_stands_now(capsys, monkeypatch):

@@ -57,6 +57,7 @@ def test_check_gather_prediction_never_raises(capsys):
     out = capsys.readouterr().out
     assert "Not quite" in out and "again" in out
     assert not check_gather_prediction(None, 9, "tiny")
-    assert "No prediction" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith("Not answered yet.") and "9" not in out  # locked: the measured count stays hidden
     assert not check_gather_prediction("nine", 9, "tiny")
     assert check_gather_prediction(5, 5, "tiny", reshard_after_forward=False)

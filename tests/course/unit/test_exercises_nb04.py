@@ -111,8 +111,10 @@ def test_recorded_schedule_reads_events_in_time_order():
 
 def test_check_prediction_cheaper(capsys):
     assert not check_prediction_cheaper(None, 50.0, 100.0, "here")
-    assert "EDiT exposed 50.0 ms" in capsys.readouterr().out
+    out = capsys.readouterr().out  # locked: what the run measured waits for a prediction
+    assert out.startswith("Not answered yet.") and "50.0 ms" not in out
     assert check_prediction_cheaper(True, 50.0, 100.0, "here")
+    assert "EDiT exposed 50.0 ms" in capsys.readouterr().out
     assert not check_prediction_cheaper(True, 80.0, 20.0, "there")
     assert "dearer" in capsys.readouterr().out
     assert check_prediction_cheaper(False, 80.0, 20.0, "there")

@@ -108,11 +108,17 @@ def test_the_playgrounds_answers_are_the_rules(capsys):
     from edit_course.exercises.nb05 import playground_answers
     from edit_lab.core.penalty import PenaltyConfig
 
-    rise, both, fall = playground_answers()
+    assert playground_answers() == [] and playground_answers("") == []  # locked: nothing revealed
+    locked = capsys.readouterr().out
+    assert locked.startswith("Not answered yet.") and "syncs 12" not in locked and "nobody" not in locked
+    rise, both, fall, paper = playground_answers("flagged; no; nobody; no")
+    # the paper's per-unit detector takes the shared rise for an anomaly of both replicas (stage one's failure)
+    assert paper.startswith("the paper's detector (each unit on its own G, E 4) on the same shared rise: flagged: "
+                            "replica 0 at syncs 12") and "; replica 1 at syncs 12" in paper
     assert rise.startswith("lasting rise ×1.6 on replica 1 at sync 12: replica 1 at syncs 12–29 (at sync 17: flagged)")
     assert rise.count("replica 1 at syncs 12–29") == 3
     assert both.endswith("flagged: nobody")
     assert fall.endswith("flagged: nobody with the memory (δ_m 1.5); without it (δ_m 0): replica 0 at syncs 12–29")
     assert "Computed by the library's rule" in capsys.readouterr().out
-    d10 = playground_answers(PenaltyConfig(peers=False))[1]  # the per-unit rule: a shared rise flags both at first
+    d10 = playground_answers(["mine"], PenaltyConfig(peers=False))[1]  # the per-unit rule: a shared rise flags both at first
     assert "replica 0 at syncs 12" in d10 and "replica 1 at syncs 12" in d10

@@ -44,8 +44,10 @@ def test_check_machine_of_rank(capsys):
 
 def test_check_prediction_same_bits(capsys):
     assert not check_prediction_same_bits(None, True)
-    assert "Bit-for-bit equal: True" in capsys.readouterr().out
+    out = capsys.readouterr().out  # locked: what the run found waits for a prediction
+    assert out.startswith("Not answered yet.") and "Bit-for-bit" not in out
     assert check_prediction_same_bits(True, True)
+    assert "Bit-for-bit equal: True" in capsys.readouterr().out
     assert not check_prediction_same_bits(False, True)
     assert "Not this time" in capsys.readouterr().out
     assert check_prediction_same_bits(False, False)

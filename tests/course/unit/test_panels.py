@@ -72,7 +72,7 @@ def test_penalty_panel_controls_and_a_combination_not_run_yet(examples):
     assert all(b.value for b in panel.boxes.values()) and panel.key() == (True, True, True)
     n_units = int(penalty_table(examples["edit-straggler"])["unit"].max()) + 1
     assert panel.unit_pick.options == (("every unit", -1), *((f"unit {u}", u) for u in range(n_units)))
-    assert panel.unit_pick.value == -1
+    assert panel.unit_pick.value == 0  # one unit (four subplots) until "every unit" is picked
     assert panel.button.description == "Run this combination" and not panel.button.disabled
     assert "penalty on (all)</b> has not been run yet" in panel.status.value
     assert panel.figures == {} and asked == []  # nothing drawn, nothing launched by looking
@@ -82,6 +82,9 @@ def test_penalty_panel_runs_the_chosen_combination_and_draws_it(examples):
     runs = {(True, True, True): examples["edit-straggler"]}
     panel, asked = _penalty_panel(examples, runs)
     assert panel.button.disabled  # this combination exists
+    assert panel.figures["penalty"].layout.meta["units"] == [0]
+    assert panel.figures["loss"].layout.yaxis.type == "log"
+    panel.set(unit=-1)
     full = panel.figures["penalty"]
     assert full.layout.meta["units"] == sorted(set(penalty_table(examples["edit-straggler"])["unit"]))
     assert [t.name for t in panel.figures["loss"].data if t.showlegend is not False][:2] == \
