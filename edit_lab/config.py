@@ -66,8 +66,13 @@ S_LINK = "stragglers and the simulated sync link"
 S_TROUBLE = "trouble on purpose (teaching the penalty and failure handling)"
 S_SYSTEM = "processes and devices"
 S_CHECKPOINT = "checkpoints"
+S_SURVIVE = "surviving a replica's death"
 SECTIONS = (S_RUN, S_DATA, S_INNER, S_SCHEDULE, S_OUTER, S_PENALTY, S_AEDIT, S_STREAM, S_LINK, S_TROUBLE,
-            S_SYSTEM, S_CHECKPOINT)
+            S_SYSTEM, S_CHECKPOINT, S_SURVIVE)
+#: What survival does with the sync a death interrupted (edit_lab/core/survival.py)
+SURVIVE_ON_FAILURE = ("retry", "discard")
+#: How a whole replica fails on purpose (`fault_replica`)
+REPLICA_FAULT_KINDS = ("kill", "hang")
 
 
 def knob(default: Any, help: str, *, section: str, ge: float | None = None, gt: float | None = None,
@@ -311,6 +316,22 @@ class RunConfig(RunConfigChecks):
                               section=S_CHECKPOINT)
     checksums: bool = knob(False, "record a CRC of θ and of the anchor per unit after every sync (for tests)",
                            section=S_CHECKPOINT)
+    # --- surviving a replica's death (edit-method.md §13; diloco and edit) ---
+    survive: bool = knob(False, "train through a replica's death: the survivors re-form the sync group as a new "
+                         "view and go on (false: one death ends the run)", section=S_SURVIVE)
+    survive_min_replicas: int = knob(1, "the fewest live replicas to go on with; below it the run ends with the "
+                                     "reason", section=S_SURVIVE, ge=1)
+    survive_on_failure: str = knob("retry", "the sync a death interrupted: retry (rolled back, then retried by the "
+                                   "survivors with their local steps kept) or discard (rolled back, the round "
+                                   "dropped: every survivor restarts from the anchor, as torchft's DiLoCo)",
+                                   section=S_SURVIVE, choices=SURVIVE_ON_FAILURE)
+    rejoin_step: int = knob(-1, "a replacement for a dead replica joins at the first sync at or after this step, "
+                            "from a live peer's state (-1: no replacement)", section=S_SURVIVE, ge=-1)
+    fault_replica: int = knob(-1, "replica whose every rank fails at fault_replica_step on purpose (-1: none)",
+                              section=S_SURVIVE, ge=-1)
+    fault_replica_step: int = knob(0, "step at whose start that replica fails", section=S_SURVIVE, ge=0)
+    fault_replica_kind: str = knob("kill", "kill (SIGKILL: its peers fail within ms) or hang (its peers wait "
+                                   "timeout_s)", section=S_SURVIVE, choices=REPLICA_FAULT_KINDS)
 
     # ------------------------------------------------------------------
     @property
@@ -427,6 +448,7 @@ class RunConfig(RunConfigChecks):
                 f"launcher's world size {world_size}: set --shards/--replicas so that their product is {world_size}"
             )
         caps = capabilities(self.method)  # the registry's: no torch
+        self._check_survival(bad)
         if self.spike_replica >= 0 and self.spike_step < self.warmup_steps and caps.is_local_sgd:
             # the anchors are created from each replica's own θ at step W: a spike before that would give
             # the replicas different anchors, and no sync could ever bring them together again

@@ -182,3 +182,49 @@ class RunConfigChecks:
                 if getattr(self, name) != off:
                     bad(name, f"{off!r} with virtual_compute='charged' (a time-only run has no model state to save "
                         f"or resume, and times the built-in gradient all-reduce only)")
+
+    def _check_survival(self, bad: Any) -> None:
+        """Surviving a replica's death (edit_lab/core/survival.py): what it needs, and what it does not run yet.
+
+        Survival re-forms the sync group of the local-SGD methods whose sync can be rolled back and retried by
+        fewer replicas (diloco, edit); the rest is refused naming the field, before any process starts."""
+        survivable = ("diloco", "edit")
+        if not 0 <= self.fault_replica + 1 <= self.replicas:
+            bad("fault_replica", f"-1 (none) or a replica index in 0..{self.replicas - 1}")
+        if self.fault_replica >= 0 and not self.time_budget and self.fault_replica_step >= self.steps:
+            bad("fault_replica_step", f"a step in 0..{self.steps - 1} (steps={self.steps}), or the fault never happens")
+        if not self.survive:
+            for name, off in (("rejoin_step", -1), ("survive_min_replicas", 1), ("survive_on_failure", "retry")):
+                if getattr(self, name) != off:
+                    bad(name, f"{off!r} with survive=False (it is a setting of surviving a replica's death)")
+            return
+        if self.method not in survivable:
+            bad("method", f"one of {', '.join(survivable)} with survive=True (their sync can be rolled back and "
+                "retried by the survivors; sync, backup, post_local_sgd, co2, aedit and streaming_diloco cannot "
+                "survive a death yet)")
+        if self.replicas < 2:
+            bad("replicas", "at least 2 with survive=True: one replica has nobody to survive it")
+        if self.survive_min_replicas > self.replicas:
+            bad("survive_min_replicas", f"at most replicas={self.replicas}")
+        if self.rejoin_step >= 0 and (self.rejoin_step < self.warmup_steps or self.rejoin_step >= self.steps):
+            bad("rejoin_step", f"-1 (none) or a step in {self.warmup_steps}..{self.steps - 1}: a replacement joins "
+                "at a sync, after the warm-up and before the end")
+        if self.fault_replica >= 0 and self.fault_replica_step <= self.warmup_steps:
+            bad("fault_replica_step", f"a step after warmup_steps={self.warmup_steps} with survive=True: the "
+                "warm-up all-reduces gradients every step, which the survivors cannot roll back")
+        if self.fault_rank >= 0 and self.fault_kind in ("raise", "nan"):
+            bad("fault_kind", "kill or hang with survive=True (a rank that raises or turns NaN is a bug, not a death)")
+        refused = (("clock", "wall", "the virtual clock does not model deaths yet"),
+                   ("time_budget", 0.0, "a time budget's meetings are not survivable yet"),
+                   ("checkpoint_every", 0, "a checkpoint's barrier spans every replica"),
+                   ("resume", None, "a resumed run starts a new world"),
+                   ("wire_format", "none", "a compressed sync is not survivable yet"),
+                   ("sync_group_rule", None, "the view is the sync group"),
+                   ("grad_all_reduce_rule", None, "the warm-up's all-reduce is the library's"),
+                   ("sync_schedule_rule", None, "EDiT's prefetch is the order a rollback drains"),
+                   ("backend", "auto", "the views are gloo groups"),
+                   ("device", "cpu", "the views are gloo groups on the CPU: auto computes there too"))
+        for name, want, why in refused:
+            if getattr(self, name) != want and not (name, getattr(self, name)) in (("backend", "gloo"),
+                                                                                  ("device", "auto")):
+                bad(name, f"{want!r} with survive=True ({why})")

@@ -12,6 +12,10 @@ different path of the launcher:
   replica; every other method stops with ``FloatingPointError`` (see `check_finite`) rather than
   averaging NaN into every replica.
 
+A whole replica fails with ``fault_replica`` (``kill`` or ``hang``, every rank of it at
+``fault_replica_step``): the unit of failure survival (`edit_lab.core.survival`) trains through. Only the
+replica's first life fails: its replacement (``life`` > 0) trains on.
+
 The worker calls `inject` at the start of each step and `maybe_poison_loss` + `check_finite` right
 after the forward; with the defaults (``fault_rank=-1``) all three are no-ops.
 """
@@ -44,11 +48,14 @@ def _fires(cfg: "RunConfig", rank: int, step: int) -> bool:
     return cfg.fault_rank == rank and cfg.fault_step == step
 
 
-def inject(cfg: "RunConfig", rank: int, step: int) -> None:
+def inject(cfg: "RunConfig", rank: int, step: int, life: int = 0) -> None:
     """At the start of a step: raise, die or hang if this rank and step are the configured fault.
 
-    ("nan" acts on the loss instead: see `maybe_poison_loss`.)
+    ("nan" acts on the loss instead: see `maybe_poison_loss`.) `life`: 0 for a rank of the run's start, n for
+    the n-th replacement of its replica (`fault_replica` strikes the first life only).
     """
+    if life == 0 and cfg.fault_replica >= 0 and rank // cfg.shards == cfg.fault_replica and step == cfg.fault_replica_step:
+        _fail_replica(cfg, rank, step)
     if not _fires(cfg, rank, step) or cfg.fault_kind == "nan":
         return
     # one line in rank{rank}.log, so whoever reads the log knows this failure was on purpose
@@ -61,6 +68,16 @@ def inject(cfg: "RunConfig", rank: int, step: int) -> None:
     if cfg.fault_kind == "hang":
         while True:  # peers block in their next collective with this rank until `timeout_s`
             time.sleep(3600)
+
+
+def _fail_replica(cfg: "RunConfig", rank: int, step: int) -> None:
+    """This rank's part of its replica's death (`fault_replica_kind`): SIGKILL itself, or sleep forever."""
+    print(f"edit_lab.train.faults: rank {rank} of replica {cfg.fault_replica} will {cfg.fault_replica_kind} at the "
+          f"start of step {step} on purpose", file=sys.stderr, flush=True)
+    if cfg.fault_replica_kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    while True:  # the survivors' sync with this replica waits until `timeout_s`; the launcher then fences it
+        time.sleep(3600)
 
 
 def maybe_poison_loss(cfg: "RunConfig", rank: int, step: int, loss: "torch.Tensor") -> "torch.Tensor":

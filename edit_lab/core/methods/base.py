@@ -59,6 +59,7 @@ class Method:
         self.mesh = self.comm.mesh
         self.optimizer: torch.optim.Optimizer | None = None  # set by the worker
         self.on_synced: Callable[[int], None] | None = None  # set by the worker (checkpoints)
+        self.survival: Any = None  # with RunConfig.survive: this rank's `core.survival.Survival` (set by the worker)
         # the gradient all-reduces issued during this step's backward (`grad_ready`), by unit, in issue order
         self._grads_in_flight: dict[int, tuple[torch.Tensor, Handle]] = {}
         self.overlap_grads = os.environ.get(OVERLAP_ENV, "1") != "0"
@@ -164,6 +165,20 @@ class Method:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         pass
+
+    # ---------------------------------------------------------------- surviving a death (core/survival.py)
+    def abandon_sync(self) -> None:
+        """A sync failed (a peer died): let go of whatever it has in flight, before its snapshot is restored."""
+
+    def syncs_in_forward(self, step: int) -> bool:
+        """Does step `step`'s forward hold a sync (EDiT's layer-wise one)? Survival then retries the forward."""
+        return False
+
+    def discard_round(self, step: int) -> None:
+        """`survive_on_failure='discard'`: drop the round a death interrupted (the local-SGD methods: θ ← a)."""
+
+    def on_view(self, view: Any) -> None:
+        """This rank moved to a new view (`core.view.View`): the members, who joined and who died."""
 
     def synced(self, next_step: int) -> None:
         """Tell the worker that every replica now holds the agreed model (θ = anchor): a checkpoint moment.
