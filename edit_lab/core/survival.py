@@ -1,4 +1,4 @@
-"""One rank's side of surviving a replica's death (edit-method.md §13): views, detection, rollback, retry, join.
+"""One rank's side of surviving a replica's death (edit-method.md §16): views, detection, rollback, retry, join.
 
 With `RunConfig.survive` each replica is its own torch.distributed world of S ranks (its shard group, which never
 changes) and the sync group is the current *view*'s (`core.view`): a gloo group of the live replicas' ranks of
@@ -54,6 +54,11 @@ def is_peer_loss(exc: BaseException) -> bool:
         return True
     lines = str(exc).strip().splitlines()
     return isinstance(exc, RuntimeError) and bool(lines) and bool(PEER_LOSS.search(lines[-1]))
+
+
+class RoundDiscarded(Exception):
+    """`survive_on_failure='discard'`: a sync met a view that a death made; the round is dropped, as the survivors
+    whose sync failed drop it (every survivor of the round discards alike)."""
 
 
 class ViewBackend:
@@ -175,8 +180,9 @@ class Survival:
         assert self.view is not None
         return 0 <= self.cfg.rejoin_step <= step and len(self.view.members) < self.cfg.replicas
 
-    def enter(self, step: int) -> None:
-        """Stage 1 of a sync attempt: move to the newest view (asking for a replacement when one is due)."""
+    def enter(self, step: int) -> bool:
+        """Stage 1 of a sync attempt: move to the newest view (asking for a replacement when one is due); True when
+        the newer view was made by a death."""
         assert self.view is not None
         t0 = self.log.clock.now()
         n = views.latest_number(self.store)
@@ -184,8 +190,11 @@ class Survival:
             self.store.set(views.join_request_key(self.view.number), str(step))
             n = views.wait_newer(self.store, self.view.number, self.wait_s).number
         n = self.agree(n)
-        if n > self.view.number:
-            self.change_to(views.read(self.store, n), step, t0)
+        if n <= self.view.number:
+            return False
+        before = self.view.number
+        self.change_to(views.read(self.store, n), step, t0)
+        return any(views.read(self.store, k).died for k in range(before + 1, n + 1))
 
     def change_to(self, view: View, step: int, t0: float) -> None:
         """Adopt `view`; as the donor of a replacement, hand it this rank's state first (over the store)."""
@@ -202,8 +211,10 @@ class Survival:
     # ------------------------------------------------------------ one sync attempt after another
     def before_sync(self, step: int) -> None:
         """Called first by every sync (DiLoCo's `sync_between_steps`, EDiT's `start_sync`): enter, then snapshot."""
-        self.enter(step)
+        died = self.enter(step)
         assert self.method is not None
+        if died and self.cfg.survive_on_failure == "discard":
+            raise RoundDiscarded(f"view {self.view.number if self.view else None} at step {step}")
         self.snapshot = Snapshot.take(self.method, self.method.engine.shards, self.log)
         self.sync_t0 = self.log.clock.now()  # the sync's collectives start here
 
@@ -214,6 +225,13 @@ class Survival:
             self.snapshot = None
             try:
                 out = run()
+            except RoundDiscarded:
+                self.method.abandon_sync()
+                self.method.discard_round(step)
+                self.log.record("discard", step=step, view=self.view.number if self.view else None)
+                if not rerun_after_discard:
+                    return None
+                continue
             except Exception as e:
                 if not is_peer_loss(e):
                     raise

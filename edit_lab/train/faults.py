@@ -54,7 +54,7 @@ def inject(cfg: "RunConfig", rank: int, step: int, life: int = 0) -> None:
     ("nan" acts on the loss instead: see `maybe_poison_loss`.) `life`: 0 for a rank of the run's start, n for
     the n-th replacement of its replica (`fault_replica` strikes the first life only).
     """
-    if life == 0 and cfg.fault_replica >= 0 and rank // cfg.shards == cfg.fault_replica and step == cfg.fault_replica_step:
+    if life == 0 and 0 <= cfg.fault_replica == rank // cfg.shards and step == cfg.fault_replica_step:
         _fail_replica(cfg, rank, step)
     if not _fires(cfg, rank, step) or cfg.fault_kind == "nan":
         return

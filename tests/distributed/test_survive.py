@@ -1,4 +1,4 @@
-"""Training through a replica's death (issue 50, edit-method.md §13), on real processes: nano, 60 steps, τ 5.
+"""Training through a replica's death (issue 50, edit-method.md §16), on real processes: nano, 60 steps, τ 5.
 
 The episode: replica 1 dies at the start of step 20 (SIGKILL, or a hang bounded by `timeout_s`), the survivors
 re-form the sync group as a new view and go on, a replacement joins at the first sync at or after step 40 from a
@@ -153,10 +153,12 @@ def test_death_of_replica_0_moves_its_duties(out):
     assert (out / "model.pt").exists() and run.summary["survival"]["deaths"][0]["replica"] == 0
 
 
-def test_discard_drops_the_interrupted_round(out):
-    run = _run(out, "edit", survive_on_failure="discard")
-    kinds = [r["kind"] for r in read_jsonl(out / "syncs.jsonl") if r["step"] == 20]
-    assert "discard" in kinds and "sync" not in kinds, kinds  # the round of step 20 was dropped, not retried
+@pytest.mark.parametrize("method", ["diloco", "edit"])
+def test_discard_drops_the_interrupted_round(out, method):
+    run = _run(out, method, survive_on_failure="discard")
+    at = 20 if method == "edit" else 25  # the first sync after the death: EDiT's is in step 20, DiLoCo's at 25
+    kinds = [r["kind"] for r in read_jsonl(out / "syncs.jsonl") if r["step"] == at]
+    assert "discard" in kinds and "sync" not in kinds, kinds  # that round was dropped, not retried
     assert _views(run) == [[0, 1, 2], [0, 2], [0, 1, 2]]
     assert _anchors_agree(out, from_step=25) >= 5
 

@@ -194,7 +194,7 @@ class EDiTMethod(LocalSGDMethod):
         assert self.outer is not None
         if self.survival is not None:
             self.survival.before_sync(step)  # the newest view, a replacement's state, the snapshot to roll back to
-            judge = judge and not self.survival.unjudged  # a view change flags nobody (edit-method.md §13)
+            judge = judge and not self.survival.unjudged  # a view change flags nobody (edit-method.md §16)
             judge_full_round = judge_full_round and not self.survival.unjudged
         self.syncing = True
         self.sync_step = step
