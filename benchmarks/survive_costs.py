@@ -8,8 +8,9 @@ comes from the run's own records (`summary.json`'s `survival.costs_ms`, means ov
 - *blocked in the failed sync*: how long a survivor waited in the collective that failed (ms for a kill, timeout_s
   for a hang; none where the survivors saw the new view at the start of their next sync and never failed);
 - *rollback*: draining the prefetched transfers and restoring the snapshot;
-- *view change*: from the failure (or a sync's start) to the new view's gloo group built, waiting for the launcher
-  included (each rank's every view change, the one that admits the replacement too);
+- *view change*: to the new view's gloo group built: after a failed sync (from the failure: the launcher's
+  confirmation and, for a hang, its settle included), at a sync's start (a death's view seen before any failure),
+  and the one that admits the replacement (from the members' request: the donor's hand-over included);
 - *transfer*: the donor's serialisation onto the store, the replacement's read and load;
 - *retried sync*: the survivors' sync again, in the new view.
 
@@ -27,8 +28,9 @@ from pathlib import Path
 
 from edit_lab import RunConfig, launch
 
-PHASES = ("launcher_detect_kill_ms", "survivor_blocked_in_failed_sync_ms", "rollback_ms", "view_change_ms",
-          "transfer_donor_ms", "transfer_joiner_ms", "retried_sync_ms")
+PHASES = ("launcher_detect_kill_ms", "survivor_blocked_in_failed_sync_ms", "rollback_ms",
+          "view_change_after_failure_ms", "view_change_at_sync_start_ms", "view_change_join_ms", "transfer_donor_ms",
+          "transfer_joiner_ms", "retried_sync_ms")
 
 
 def episode(method: str, shards: int, kind: str, timeout_s: float, out: Path) -> dict:

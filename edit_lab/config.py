@@ -332,6 +332,9 @@ class RunConfig(RunConfigChecks):
     fault_replica_step: int = knob(0, "step at whose start that replica fails", section=S_SURVIVE, ge=0)
     fault_replica_kind: str = knob("kill", "kill (SIGKILL: its peers fail within ms) or hang (its peers wait "
                                    "timeout_s)", section=S_SURVIVE, choices=REPLICA_FAULT_KINDS)
+    fault_replica_unit: int = knob(-1, "-1: the replica fails at the step's start; u: inside that step's forward, "
+                                   "right before unit u (edit: in the middle of its layer-wise sync)",
+                                   section=S_SURVIVE, ge=-1)
 
     # ------------------------------------------------------------------
     @property

@@ -183,6 +183,11 @@ class RunConfigChecks:
                     bad(name, f"{off!r} with virtual_compute='charged' (a time-only run has no model state to save "
                         f"or resume, and times the built-in gradient all-reduce only)")
 
+    def _n_units(self) -> int:
+        from edit_lab.sizes import SIZES
+
+        return 1 + SIZES[self.model].n_layers
+
     def _check_survival(self, bad: Any) -> None:
         """Surviving a replica's death (edit_lab/core/survival.py): what it needs, and what it does not run yet.
 
@@ -193,6 +198,9 @@ class RunConfigChecks:
             bad("fault_replica", f"-1 (none) or a replica index in 0..{self.replicas - 1}")
         if self.fault_replica >= 0 and not self.time_budget and self.fault_replica_step >= self.steps:
             bad("fault_replica_step", f"a step in 0..{self.steps - 1} (steps={self.steps}), or the fault never happens")
+        if self.fault_replica_unit >= 0 and self.fault_replica_unit > self._n_units() - 1:
+            bad("fault_replica_unit", f"-1 (the step's start) or a unit in 0..{self._n_units() - 1} of model "
+                f"{self.model!r}")
         if not self.survive:
             for name, off in (("rejoin_step", -1), ("survive_min_replicas", 1), ("survive_on_failure", "retry")):
                 if getattr(self, name) != off:

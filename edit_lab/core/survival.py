@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import gc
 import io
 import re
 import sys
@@ -149,11 +150,12 @@ class Survival:
         self.store.set(views.alive_key(self.mesh.rank), f"{time.time()}")
 
     # ------------------------------------------------------------ views
-    def adopt(self, view: View, step: int, t0: float | None = None) -> None:
-        """Make `view` this rank's: a new gloo group of its members' ranks of this shard index."""
+    def adopt(self, view: View, step: int, t0: float | None = None, after: str = "start") -> None:
+        """Make `view` this rank's: a new gloo group of its members' ranks of this shard index. `after`: what led
+        here (a failed sync, a sync's start, a replacement's arrival), for the records."""
         t0 = self.log.clock.now() if t0 is None else t0
         me, n = self.mesh.replica, len(view.members)
-        self.pg = None  # the old view's group: its pairs with a dead member are closed; nothing is sent on it again
+        self.mesh.sync_group = self.pg = None  # the old view's group: dropped, its connections close (`recover`)
         if n > 1:
             prefix = dist.PrefixStore(views.group_prefix(view.number, self.mesh.shard), self.store)
             self.pg = dist.ProcessGroupGloo(prefix, view.index(me), n, self.timeout)
@@ -163,7 +165,7 @@ class Survival:
         self.fresh = view.joined
         if self.method is not None and hasattr(self.method, "on_view"):
             self.method.on_view(view)
-        self.log.record("view", step=step, **views.describe(view), t0=t0, t1=self.log.clock.now(),
+        self.log.record("view", step=step, **views.describe(view), after=after, t0=t0, t1=self.log.clock.now(),
                         ms=1e3 * (self.log.clock.now() - t0))
 
     def agree(self, n: int) -> int:
@@ -193,10 +195,10 @@ class Survival:
         if n <= self.view.number:
             return False
         before = self.view.number
-        self.change_to(views.read(self.store, n), step, t0)
+        self.change_to(views.read(self.store, n), step, t0, "sync_start")
         return any(views.read(self.store, k).died for k in range(before + 1, n + 1))
 
-    def change_to(self, view: View, step: int, t0: float) -> None:
+    def change_to(self, view: View, step: int, t0: float, after: str) -> None:
         """Adopt `view`; as the donor of a replacement, hand it this rank's state first (over the store)."""
         if view.joined and view.donor_for(view.joined[0]) == self.mesh.replica:
             assert self.state_for_joiner is not None
@@ -206,7 +208,7 @@ class Survival:
             self.store.set(views.state_key(view.number, self.mesh.shard), buf.getvalue())
             self.log.record("transfer", step=step, view=view.number, to=list(view.joined), bytes=buf.tell(),
                             side="donor", ms=1e3 * (self.log.clock.now() - t1))
-        self.adopt(view, step, t0)
+        self.adopt(view, step, t0, after)
 
     # ------------------------------------------------------------ one sync attempt after another
     def before_sync(self, step: int) -> None:
@@ -235,35 +237,41 @@ class Survival:
             except Exception as e:
                 if not is_peer_loss(e):
                     raise
-                discarded = self.recover(e, step)
-                retry_t0 = self.log.clock.now()
-                if discarded and not rerun_after_discard:
-                    return None
-                continue
-            if self.snapshot is not None:  # a sync happened: the replacements of this view have synced
-                self.fresh = ()
-                self.unjudged = False
-            if retry_t0 is not None:
-                self.log.record("retry", step=step, view=self.view.number if self.view else None,
-                                mode=self.cfg.survive_on_failure, ms=1e3 * (self.log.clock.now() - retry_t0))
-            return out
+                failure = f"{type(e).__name__}: {str(e).strip().splitlines()[-1][:300]}"
+            else:
+                if self.snapshot is not None:  # a sync happened: the replacements of this view have synced
+                    self.fresh = ()
+                    self.unjudged = False
+                if retry_t0 is not None:
+                    self.log.record("retry", step=step, view=self.view.number if self.view else None,
+                                    mode=self.cfg.survive_on_failure, ms=1e3 * (self.log.clock.now() - retry_t0))
+                return out
+            # out of the `except`: its traceback held the failed collective's work, and with it the old group
+            discarded = self.recover(failure, step)
+            retry_t0 = self.log.clock.now()
+            if discarded and not rerun_after_discard:
+                return None
 
-    def recover(self, exc: BaseException, step: int) -> bool:
-        """Detection, rollback and the view change after a failed sync; True when the round was discarded."""
+    def recover(self, failure: str, step: int) -> bool:
+        """Detection, rollback and the view change after a failed sync; True when the round was discarded.
+
+        The old view's group is let go of at once (its last reference dropped, which closes its connections): a
+        survivor still blocked in the failed collective with *this* rank, not with the dead one, then fails within
+        milliseconds too, instead of waiting out `timeout_s` while this rank waits for it in the new view."""
         clock, view = self.log.clock, self.view
         assert view is not None and self.method is not None
         t_fail = clock.now()
         print(f"edit_lab.core.survival: rank {self.mesh.rank}: a sync of view {view.number} failed at step {step} "
-              f"({type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]}); rolling back, waiting for the "
-              f"next view", file=sys.stderr, flush=True)
+              f"({failure}); rolling back, waiting for the next view", file=sys.stderr, flush=True)
         blocked = None if self.snapshot is None else 1e3 * (t_fail - self.sync_t0)
         self.method.abandon_sync()
-        self.mesh.sync_group = None
+        self.mesh.sync_group = self.pg = None
+        gc.collect(1)  # the failed attempt's handles and their work futures form young cycles that hold it too
         rolled = self.snapshot is not None
         if self.snapshot is not None:  # first: it drops the failed attempt's records
             self.snapshot.restore(self.method, self.method.engine.shards, self.log)
             self.snapshot = None
-        self.log.record("detection", step=step, view=view.number, error=str(exc).strip().splitlines()[-1][:200],
+        self.log.record("detection", step=step, view=view.number, error=failure[:200],
                         blocked_ms=blocked, t=t_fail)
         self.log.record("rollback", step=step, view=view.number, restored=rolled,
                         ms=1e3 * (clock.now() - t_fail))
@@ -271,7 +279,7 @@ class Survival:
         t0 = clock.now()
         newer = views.wait_newer(self.store, view.number, self.wait_s)
         n = self.agree(newer.number)
-        self.change_to(views.read(self.store, n), step, t0)
+        self.change_to(views.read(self.store, n), step, t0, "failure")
         discard = self.cfg.survive_on_failure == "discard" and rolled
         if discard:
             self.method.discard_round(step)

@@ -52,7 +52,12 @@ def survival_summary(cfg: RunConfig, out: Path, launcher: list[dict[str, Any]], 
                                           and r.get("exits") and r.get("since_last_step_ms") is not None]),
         "survivor_blocked_in_failed_sync_ms": _stat(_ms(every, "detection", "blocked_ms")),
         "rollback_ms": _stat(_ms(every, "rollback")),
-        "view_change_ms": _stat(_ms(every, "view")),
+        # from the failure to the new view's group built (waiting for the launcher's confirmation included)
+        "view_change_after_failure_ms": _stat(_ms(every, "view", after="failure")),
+        # a death's view met at a sync's start (no failure), and a replacement's view (the donor's hand-over in it)
+        "view_change_at_sync_start_ms": _stat([r["ms"] for r in every if r.get("kind") == "view"
+                                               and r.get("after") == "sync_start" and not r.get("joined")]),
+        "view_change_join_ms": _stat([r["ms"] for r in every if r.get("kind") == "view" and r.get("joined")]),
         "transfer_donor_ms": _stat(_ms(every, "transfer", side="donor")),
         "transfer_joiner_ms": _stat(_ms(every, "transfer", side="joiner")),
         "retried_sync_ms": _stat(_ms(every, "retry")),

@@ -71,7 +71,7 @@ def run_surviving_rank(cfg: RunConfig, rank: int, world: int, store: dist.Store,
             clock.origin = time.perf_counter() - (time.time() - float(store.get(views.START_UNIX)))
             view, state = survival.join()
             trainer.take_state(state)
-            survival.adopt(view, state["step"])
+            survival.adopt(view, state["step"], after="join")
             trainer.log.step = state["step"]
             trainer.method.join_first_sync(state["step"])
         progress = ProgressFile(out / rundir.PROGRESS) if shard == 0 else None

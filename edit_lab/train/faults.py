@@ -27,7 +27,7 @@ import os
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edit_lab.config import FAULT_KINDS
 from edit_lab.registry import capabilities
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from edit_lab.config import RunConfig
 
-__all__ = ["FAULT_KINDS", "InjectedFault", "check_finite", "inject", "maybe_poison_loss"]
+__all__ = ["FAULT_KINDS", "InjectedFault", "UnitFault", "check_finite", "inject", "maybe_poison_loss", "unit_fault"]
 
 
 class InjectedFault(RuntimeError):
@@ -54,7 +54,8 @@ def inject(cfg: "RunConfig", rank: int, step: int, life: int = 0) -> None:
     ("nan" acts on the loss instead: see `maybe_poison_loss`.) `life`: 0 for a rank of the run's start, n for
     the n-th replacement of its replica (`fault_replica` strikes the first life only).
     """
-    if life == 0 and 0 <= cfg.fault_replica == rank // cfg.shards and step == cfg.fault_replica_step:
+    if (life == 0 and 0 <= cfg.fault_replica == rank // cfg.shards and step == cfg.fault_replica_step
+            and cfg.fault_replica_unit < 0):
         _fail_replica(cfg, rank, step)
     if not _fires(cfg, rank, step) or cfg.fault_kind == "nan":
         return
@@ -78,6 +79,29 @@ def _fail_replica(cfg: "RunConfig", rank: int, step: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     while True:  # the survivors' sync with this replica waits until `timeout_s`; the launcher then fences it
         time.sleep(3600)
+
+
+class UnitFault:
+    """The method's hooks, but this replica fails right before unit `fault_replica_unit` of step
+    `fault_replica_step` (a death in the middle of EDiT's layer-wise sync: its peers have stepped the units before)."""
+
+    def __init__(self, cfg: "RunConfig", rank: int, method: Any) -> None:
+        self.cfg, self.rank, self.method = cfg, rank, method
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.method, name)
+
+    def pre_unit(self, unit: int) -> None:
+        if unit == self.cfg.fault_replica_unit and self.method.log.step == self.cfg.fault_replica_step:
+            _fail_replica(self.cfg, self.rank, self.method.log.step)
+        self.method.pre_unit(unit)
+
+
+def unit_fault(cfg: "RunConfig", rank: int, life: int, method: Any) -> Any:
+    """The hooks the forward calls: the method, or `UnitFault` around it on the replica that fails inside a step."""
+    if life == 0 and cfg.fault_replica_unit >= 0 and 0 <= cfg.fault_replica == rank // cfg.shards:
+        return UnitFault(cfg, rank, method)
+    return method
 
 
 def maybe_poison_loss(cfg: "RunConfig", rank: int, step: int, loss: "torch.Tensor") -> "torch.Tensor":

@@ -84,6 +84,7 @@ class Trainer:
         self._checkpoint_due: int | None = None
         self.life = 0  # survival: 0 for a rank of the run's start, n for its replica's n-th replacement
         self.survival: Any = None  # survival (`core.survival.Survival`, set by `attach`): None, one death ends the run
+        self.hooks: Any = self.method  # what the forward calls before each unit (faults.unit_fault's with survival)
         self.method.on_synced = self.after_sync
         if cfg.resume:
             self.restore(Path(cfg.resume))
@@ -153,6 +154,7 @@ class Trainer:
         self.comm.backend = ViewBackend(survival)
         survival.method = self.method
         survival.state_for_joiner = self.state_for_joiner
+        self.hooks = faults.unit_fault(self.cfg, self.mesh.rank, life, self.method)  # a death inside a step
 
     def state_for_joiner(self, next_step: int) -> dict:
         """What a donor hands a replacement at the start of the sync at `next_step`: the agreed model (anchor,
@@ -240,7 +242,7 @@ class Trainer:
         """The start of step `step`: the method's `begin_step`, the batch, the forward (EDiT syncs inside it)."""
         self.method.begin_step(step)
         x, y = self.batch(step)
-        return x, y, self.engine.forward(x, y, hooks=self.method)
+        return x, y, self.engine.forward(x, y, hooks=self.hooks)
 
     def planned_pause(self, step: int, first_event: int) -> Pause | None:
         """For a method that spends the straggler's pause before the backward (`quorum`: backup workers), the
