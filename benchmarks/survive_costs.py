@@ -15,7 +15,7 @@ comes from the run's own records (`summary.json`'s `survival.costs_ms`, means ov
 - *retried sync*: the survivors' sync again, in the new view.
 
     python benchmarks/survive_costs.py [--meshes 1x3,2x3] [--methods diloco,edit] [--kinds kill,hang]
-        [--timeout-s 3] [--json benchmarks/results/survive_costs.json]
+        [--timeout-s 3] [--json survive_costs.json]   (written to benchmarks/results/)
 """
 
 from __future__ import annotations
@@ -70,8 +70,10 @@ def main() -> None:
     print("\n| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for r in rows:
         print("| " + " | ".join("–" if r[k] is None else str(r[k]) for k in head) + " |")
-    if a.json:
-        Path(a.json).write_text(json.dumps(rows, indent=2))
+    if a.json:  # with its provenance (results_io: the command, the commit, the versions, the date)
+        from results_io import write_result
+
+        write_result(a.json, {"runs": rows}, "benchmarks/survive_costs.py")
 
 
 if __name__ == "__main__":
