@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import psutil
+import torch
 import pytest
 
 from edit_lab import WorkerError, launch
@@ -204,3 +205,18 @@ def test_a_death_before_the_closing_sync(out, method):
     assert _views(run) == [[0, 1, 2], [0, 2]]
     assert _syncs(out)[58]["members"] == [0, 2]
     assert _anchors_agree(out, from_step=58) == 1
+
+
+@pytest.mark.parametrize("method", ["diloco", "edit"])
+def test_survival_without_a_death_trains_the_same_bits(tmp_path, method):
+    """The views, the per-replica worlds and the snapshots change who talks to whom, not one number: with no
+    death a surviving run's losses and final model are a plain run's, bit for bit."""
+    runs = [launch(small(method=method, shards=2, replicas=2, steps=24, warmup_steps=4, sync_interval=5,
+                         eval_every=8, survive=survive, out=str(tmp_path / f"run{survive}"))) for survive in (False, True)]
+    plain, surviving = ([(m["kind"], m["step"], m.get("replica"), m.get("loss", m.get("val_loss"))) for m in r.metrics]
+                        for r in runs)
+    assert plain == surviving
+    a, b = (r.state_dict() for r in runs)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert runs[1].summary["survival"]["views"] == [{"view": 0, "members": [0, 1], "joined": [], "died": [],
+                                                     "reason": "start", "t": None}]
