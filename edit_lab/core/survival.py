@@ -146,7 +146,7 @@ class Survival:
         self.sync_t0 = 0.0  # when the current sync attempt's collectives started (clock seconds)
 
     def heartbeat(self, step: int) -> None:
-        """At each step start: the launcher tells a hung replica (no step for `timeout_s`) from a slow one."""
+        """At each step start: the launcher tells a hung replica from a slow one by it (`survive_launch.watch`)."""
         self.store.set(views.alive_key(self.mesh.rank), f"{time.time()}")
 
     # ------------------------------------------------------------ views
@@ -287,7 +287,7 @@ class Survival:
         return discard
 
     # ------------------------------------------------------------ a replacement
-    def join(self, step_hint: int = 0) -> tuple[View, dict[str, Any]]:
+    def join(self) -> tuple[View, dict[str, Any]]:
         """A replacement's entry: announce readiness, wait for the view that names it, read the donor's state."""
         me = self.mesh.replica
         self.store.set(views.ready_key(me, self.life, self.mesh.shard), "1")

@@ -124,19 +124,23 @@ def test_kill_and_rejoin_2x3(out, method):
     _episode(out, run, method)
 
 
-def test_hang_is_bounded_by_timeout(out):
+@pytest.mark.parametrize("method, shards", [("edit", 1), ("diloco", 2)])
+def test_hang_is_bounded_by_timeout(out, method, shards):
     timeout_s = 3.0
     t0 = time.monotonic()
-    run = _run(out, "edit", fault_replica_kind="hang", timeout_s=timeout_s)
-    _episode(out, run, "edit")
+    run = _run(out, method, shards=shards, fault_replica_kind="hang", timeout_s=timeout_s)
+    _episode(out, run, method)
     detections = [r for r in read_jsonl(out / "syncs.jsonl") if r["kind"] == "detection"]
     assert detections and all(0.8 * timeout_s * 1e3 < d["blocked_ms"] < 2 * timeout_s * 1e3 for d in detections)
     assert "hung" in run.summary["survival"]["deaths"][0]["cause"]
     assert time.monotonic() - t0 < 6 * timeout_s + 30  # the hang cost one timeout and a settle, not the run
 
 
-def test_two_replicas_one_survivor_trains_alone(out):
-    run = _run(out, "diloco", replicas=2, rejoin_step=-1)
+@pytest.mark.parametrize("kind", ["kill", "hang"])
+def test_two_replicas_one_survivor_trains_alone(out, kind):
+    """R = 2, min 1: the survivor trains alone, a hang too (torchft's quorum, a majority of the heartbeating
+    replicas, cannot form there: a hung replica still heartbeats). The launcher fences the silent one."""
+    run = _run(out, "diloco", replicas=2, rejoin_step=-1, fault_replica_kind=kind, timeout_s=3.0)
     assert _views(run) == [[0, 1], [0]]
     syncs = _syncs(out)
     assert all(syncs[s]["members"] == [0] for s in range(25, 61, 5))

@@ -71,3 +71,16 @@ def test_lost_work_counts_from_the_last_sync_to_the_join():
     (lost,) = lost_work(cfg, launcher, syncs)
     assert lost == {"replica": 1, "last_sync_step": 20, "rejoined_at_step": 40, "replica_steps": 20,
                     "tokens": 20 * 2 * 4 * 32}
+
+
+def test_a_lost_peer_is_told_from_a_bug():
+    """Only a collective's lost or late peer starts an episode; any other exception ends the run as before."""
+    from edit_lab.core.survival import is_peer_loss
+
+    closed = RuntimeError("[gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:1932. This is "
+                          "typically caused by a remote worker crashing.")
+    late = RuntimeError("[gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 3000ms for recv operation")
+    assert is_peer_loss(closed) and is_peer_loss(late)
+    assert not is_peer_loss(RuntimeError("shape mismatch: value tensor of shape [4] cannot be broadcast"))
+    assert not is_peer_loss(ValueError("Connection closed by peer"))  # not a collective's error type
+    assert not is_peer_loss(FloatingPointError("rank 1: the loss is nan at step 20"))
