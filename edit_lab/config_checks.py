@@ -191,9 +191,10 @@ class RunConfigChecks:
     def _check_survival(self, bad: Any) -> None:
         """Surviving a replica's death (edit_lab/core/survival.py): what it needs, and what it does not run yet.
 
-        Survival re-forms the sync group of the local-SGD methods whose sync can be rolled back and retried by
-        fewer replicas (diloco, edit); the rest is refused naming the field, before any process starts."""
-        survivable = ("diloco", "edit")
+        Survival re-forms the sync group of the methods whose sync can be rolled back and retried by fewer
+        replicas (sync's gradient all-reduce, diloco's and edit's outer sync); the rest is refused naming the field,
+        before any process starts."""
+        survivable = ("sync", "diloco", "edit")
         if not 0 <= self.fault_replica + 1 <= self.replicas:
             bad("fault_replica", f"-1 (none) or a replica index in 0..{self.replicas - 1}")
         if self.fault_replica >= 0 and not self.time_budget and self.fault_replica_step >= self.steps:
@@ -208,18 +209,23 @@ class RunConfigChecks:
             return
         if self.method not in survivable:
             bad("method", f"one of {', '.join(survivable)} with survive=True (their sync can be rolled back and "
-                "retried by the survivors; sync, backup, post_local_sgd, co2, aedit and streaming_diloco cannot "
-                "survive a death yet)")
+                "retried by the survivors; backup, post_local_sgd, co2, aedit and streaming_diloco cannot survive a "
+                "death yet)")
         if self.replicas < 2:
             bad("replicas", "at least 2 with survive=True: one replica has nobody to survive it")
         if self.survive_min_replicas > self.replicas:
             bad("survive_min_replicas", f"at most replicas={self.replicas}")
-        if self.rejoin_step >= 0 and (self.rejoin_step < self.warmup_steps or self.rejoin_step >= self.steps):
-            bad("rejoin_step", f"-1 (none) or a step in {self.warmup_steps}..{self.steps - 1}: a replacement joins "
-                "at a sync, after the warm-up and before the end")
-        if self.fault_replica >= 0 and self.fault_replica_step <= self.warmup_steps:
+        local = self.method != "sync"  # a local-SGD method: its warm-up all-reduces gradients every step
+        first = self.warmup_steps if local else 0
+        if self.rejoin_step >= 0 and (self.rejoin_step < first or self.rejoin_step >= self.steps):
+            bad("rejoin_step", f"-1 (none) or a step in {first}..{self.steps - 1}: a replacement joins at a sync"
+                + (", after the warm-up" if local else "") + " and before the end")
+        if local and self.fault_replica >= 0 and self.fault_replica_step <= self.warmup_steps:
             bad("fault_replica_step", f"a step after warmup_steps={self.warmup_steps} with survive=True: the "
-                "warm-up all-reduces gradients every step, which the survivors cannot roll back")
+                "warm-up all-reduces gradients every step, which the survivors of a local-SGD method cannot roll "
+                "back")
+        if not local and self.survive_on_failure == "discard":
+            bad("survive_on_failure", "retry with method='sync': its round is one step, with no local steps to drop")
         if self.fault_rank >= 0 and self.fault_kind in ("raise", "nan"):
             bad("fault_kind", "kill or hang with survive=True (a rank that raises or turns NaN is a bug, not a death)")
         refused = (("clock", "wall", "the virtual clock does not model deaths yet"),

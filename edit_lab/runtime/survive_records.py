@@ -36,7 +36,10 @@ def lost_work(cfg: RunConfig, launcher: list[dict[str, Any]], syncs: list[dict[s
         gone = next((v for v in views if r in v["died"]), None)
         back = next((v for v in views if r in v["joined"] and gone is not None and v["view"] > gone["view"]), None)
         until = int(back["step"]) if back else cfg.steps
-        left_at = max((s for s in sync_steps if gone is None or s < int(gone["step"])), default=cfg.warmup_steps)
+        if cfg.method == "sync":  # every step is a sync: it trained with the others up to the step it died in
+            left_at = int(gone["step"]) if gone else cfg.steps
+        else:
+            left_at = max((s for s in sync_steps if gone is None or s < int(gone["step"])), default=cfg.warmup_steps)
         out.append({"replica": r, "last_sync_step": left_at, "rejoined_at_step": back["step"] if back else None,
                     "replica_steps": until - left_at, "tokens": (until - left_at) * per_step})
     return out

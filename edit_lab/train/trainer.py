@@ -160,15 +160,16 @@ class Trainer:
         """What a donor hands a replacement at the start of the sync at `next_step`: the agreed model (anchor,
         outer momentum, the penalty's detectors), its inner optimizer state and the counters."""
         return {"step": next_step, "method": self.method.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "syncs_done": self.syncs_done}
+                "syncs_done": self.syncs_done, "shards": [p.detach().cpu() for p in self.engine.shards]}
 
     @torch.no_grad()
     def take_state(self, state: dict) -> None:
-        """A replacement takes a donor's state: θ = a (so its Δ is 0), and the run's step: its data stream is its
-        replica id's, at that step (the streams are stateless)."""
+        """A replacement takes a donor's state: θ = a (so its Δ is 0; `sync`: the donor's θ, the same on every
+        replica), and the run's step: its data stream is its replica id's, at that step (the streams are stateless)."""
         self.method.load_state_dict(state["method"])
         self.optimizer.load_state_dict(state["optimizer"])
-        for p, a in zip(self.engine.shards, self.method.outer.anchors):
+        outer = getattr(self.method, "outer", None)
+        for p, a in zip(self.engine.shards, outer.anchors if outer is not None else state["shards"]):
             p.copy_(a.detach().to(p.device))
         self.start_step, self.syncs_done = state["step"], state["syncs_done"]
 
@@ -197,18 +198,11 @@ class Trainer:
         first_event = len(log.events)
         if self.survival is not None:
             self.survival.heartbeat(step)
-        if self.survival is not None and self.method.syncs_in_forward(step):  # EDiT's sync: retried as a whole
-            x, y, loss = self.survival.attempt(step, lambda: self.forward_step(step), rerun_after_discard=True)
+        if self.survival is not None and self.method.syncs_in_step(step):  # EDiT's sync, sync's: retried whole
+            x, loss, member = self.survival.attempt(step, lambda: self.until_optimizer(step, first_event, retry=True),
+                                                    rerun_after_discard=True)
         else:
-            x, y, loss = self.forward_step(step)
-        loss = faults.maybe_poison_loss(cfg, self.mesh.rank, step, loss)
-        faults.check_finite(cfg, self.mesh.rank, step, loss)
-        member = self.method.before_backward(step, self.planned_pause(step, first_event))
-        if member:
-            self.engine.backward(loss)
-        else:  # a late replica of backup workers: its gradient would be dropped, so it computes none
-            self.engine.drop_backward()
-        self.method.after_backward(step)
+            x, loss, member = self.until_optimizer(step, first_event)
         if cfg.grad_clip > 0:
             self.engine.grad_norm_(cfg.grad_clip)
         with log.span("optimizer"):
@@ -238,11 +232,28 @@ class Trainer:
             self._checkpoint_due = None
         return value
 
-    def forward_step(self, step: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The start of step `step`: the method's `begin_step`, the batch, the forward (EDiT syncs inside it)."""
+    def until_optimizer(self, step: int, first_event: int, retry: bool = False) -> tuple[torch.Tensor, torch.Tensor,
+                                                                                          bool]:
+        """Step `step` up to its optimizer: `begin_step`, the forward (EDiT syncs inside it), the backward,
+        `after_backward` (sync's gradient all-reduce); (the batch, the loss, whether it ran its backward).
+
+        `retry`: survival may run this again after a failed sync (core/survival.py): nothing before the optimizer
+        moves θ, and a failed attempt's gradients are dropped first."""
+        cfg = self.cfg
+        if retry:
+            self.optimizer.zero_grad(set_to_none=True)
         self.method.begin_step(step)
         x, y = self.batch(step)
-        return x, y, self.engine.forward(x, y, hooks=self.hooks)
+        loss = self.engine.forward(x, y, hooks=self.hooks)
+        loss = faults.maybe_poison_loss(cfg, self.mesh.rank, step, loss)
+        faults.check_finite(cfg, self.mesh.rank, step, loss)
+        member = self.method.before_backward(step, self.planned_pause(step, first_event))
+        if member:
+            self.engine.backward(loss)
+        else:  # a late replica of backup workers: its gradient would be dropped, so it computes none
+            self.engine.drop_backward()
+        self.method.after_backward(step)
+        return x, loss, member
 
     def planned_pause(self, step: int, first_event: int) -> Pause | None:
         """For a method that spends the straggler's pause before the backward (`quorum`: backup workers), the

@@ -211,7 +211,7 @@ def test_a_death_before_the_closing_sync(out, method):
     assert _anchors_agree(out, from_step=58) == 1
 
 
-@pytest.mark.parametrize("method", ["diloco", "edit"])
+@pytest.mark.parametrize("method", ["sync", "diloco", "edit"])
 def test_survival_without_a_death_trains_the_same_bits(tmp_path, method):
     """The views, the per-replica worlds and the snapshots change who talks to whom, not one number: with no
     death a surviving run's losses and final model are a plain run's, bit for bit."""
@@ -224,3 +224,21 @@ def test_survival_without_a_death_trains_the_same_bits(tmp_path, method):
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert runs[1].summary["survival"]["views"] == [{"view": 0, "members": [0, 1], "joined": [], "died": [],
                                                      "reason": "start", "t": None}]
+
+
+@pytest.mark.parametrize("shards", [1, 2])
+def test_sync_trains_through_a_death(out, shards):
+    """Synchronous training: every step's gradient all-reduce is the sync. The survivors' all-reduce of step 20
+    fails, is retried by the two of them (the step again up to its optimizer, θ untouched), and the replacement
+    takes a live peer's θ and optimizer state at the first step at or after 40, where it all-reduces with them."""
+    run = _run(out, "sync", shards=shards)
+    assert _views(run) == [[0, 1, 2], [0, 2], [0, 1, 2]]
+    views = {r["view"]: r["step"] for r in read_jsonl(out / "syncs.jsonl") if r["kind"] == "view"}
+    assert views[1] == 20 and views[2] == 40
+    final = next(m for m in run.metrics if m["kind"] == "eval" and m.get("final"))
+    assert final["val_loss_spread"] == 0.0  # every rank of every replica evaluates the same θ, bit for bit
+    val = _val(run)
+    assert val[40] < val[30] < val[20]
+    steps = {r: v["steps"] for r, v in run.summary["per_replica"].items()}
+    assert steps == {"0": 60, "1": 20, "2": 60}  # replica 1's first life's rows died with it; its replacement's
+    assert run.summary["survival"]["lost"][0]["replica_steps"] == 20

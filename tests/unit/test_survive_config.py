@@ -18,8 +18,9 @@ def _cfg(**kw) -> RunConfig:
 
 
 def test_the_issue_s_episode_is_accepted():
-    for method in ("diloco", "edit"):
+    for method in ("sync", "diloco", "edit"):
         _cfg(method=method).validate()
+    _cfg(method="sync", fault_replica_step=3, rejoin_step=5).validate()  # no warm-up to stay out of
     _cfg(fault_replica_kind="hang", survive_on_failure="discard", survive_min_replicas=2).validate()
 
 
@@ -38,6 +39,8 @@ def test_the_issue_s_episode_is_accepted():
     (dict(clock="virtual", fault_replica=-1), "clock"),
     (dict(wire_format="bf16"), "wire_format"),
     (dict(fault_rank=0, fault_kind="raise"), "fault_kind"),
+    (dict(method="sync", survive_on_failure="discard"), "survive_on_failure"),  # a step has no local work to drop
+    (dict(model="nano", seq_len=32, fault_replica_unit=3), "fault_replica_unit"),  # nano: units 0, 1, 2
 ])
 def test_refused_before_launch_naming_the_field(changes, field):
     with pytest.raises(ConfigError) as info:
@@ -45,12 +48,12 @@ def test_refused_before_launch_naming_the_field(changes, field):
     assert str(info.value).startswith(f"{field}="), str(info.value)
 
 
-@pytest.mark.parametrize("method", ["sync", "backup", "post_local_sgd", "co2", "aedit", "streaming_diloco"])
+@pytest.mark.parametrize("method", ["backup", "post_local_sgd", "co2", "aedit", "streaming_diloco"])
 def test_methods_that_cannot_survive_yet_are_refused_with_the_allowed_ones(method):
     with pytest.raises(ConfigError) as info:
         _cfg(method=method, fragments=1).validate()
     msg = str(info.value)
-    assert msg.startswith(f"method={method!r}") and "diloco, edit" in msg, msg
+    assert msg.startswith(f"method={method!r}") and "sync, diloco, edit" in msg, msg
 
 
 def test_a_view_names_its_members_donor_and_leader():

@@ -353,7 +353,7 @@ class EDiTMethod(LocalSGDMethod):
                 pass
         self.pending, self.deltas, self.syncing, self.decisions = {}, {}, False, None
 
-    def syncs_in_forward(self, step: int) -> bool:
+    def syncs_in_step(self, step: int) -> bool:
         return True
 
     def on_view(self, view: Any) -> None:
