@@ -316,7 +316,7 @@ class RunConfig(RunConfigChecks):
                               section=S_CHECKPOINT)
     checksums: bool = knob(False, "record a CRC of θ and of the anchor per unit after every sync (for tests)",
                            section=S_CHECKPOINT)
-    # --- surviving a replica's death (edit-method.md §16; diloco and edit) ---
+    # --- surviving a replica's death (edit-method.md §16; sync, diloco and edit) ---
     survive: bool = knob(False, "train through a replica's death: the survivors re-form the sync group as a new "
                          "view and go on (false: one death ends the run)", section=S_SURVIVE)
     survive_min_replicas: int = knob(1, "the fewest live replicas to go on with; below it the run ends with the "

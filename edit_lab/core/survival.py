@@ -5,7 +5,8 @@ changes) and the sync group is the current *view*'s (`core.view`): a gloo group 
 this shard index, built on the launcher's store under `view{N}/shard{s}`. Every sync attempt goes through
 `Survival.attempt`:
 
-1. *enter* (`before_sync`): the replica's ranks agree on the newest published view (a max over the shard group)
+1. *enter* (`before_sync`, first in DiLoCo's `sync_between_steps`, EDiT's `start_sync`, sync's `after_backward`):
+   the replica's ranks agree on the newest published view (a max over the shard group)
    and move to it; at a sync at or after `rejoin_step` with a replica missing they ask for the replacement and
    wait for the view that holds it, the lowest survivor (the donor) handing its state over the store. Then a
    snapshot: the method's state (anchor, outer momentum, the penalty's detectors, counters) and θ.
@@ -14,11 +15,13 @@ this shard index, built on the launcher's store under `view{N}/shard{s}`. Every 
 3. *roll back*: the prefetched transfers are drained, the snapshot restored, the records of the failed attempt
    dropped; the rank reports the failure on the store (the launcher's witness of a hang) and waits for view N+1,
    which the launcher publishes once it has confirmed the death and fenced the replica's processes.
-4. *retry* (the default): the same sync again, in the new view, with the survivors' τ local steps kept; or
+4. *retry* (the default): the same sync again, in the new view, with the survivors' τ local steps kept (EDiT and
+   sync: the step again up to its optimizer, `Trainer.until_optimizer`); or
    *discard* (`survive_on_failure`): θ ← a, the round dropped, as torchft's DiLoCo does.
 
 A replacement (`join`) waits for a view that names it, loads the donor's state (θ = a, so its Δ is 0 and its
-local steps k = 0: EDiT weighs it 0, DiLoCo leaves it out of the mean) and from then on trains as any other.
+local steps k = 0: EDiT weighs it 0, DiLoCo leaves it out of the mean; sync: the donor's θ) and from then on
+trains as any other.
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@ The episode: replica 1 dies at the start of step 20 (SIGKILL, or a hang bounded 
 re-form the sync group as a new view and go on, a replacement joins at the first sync at or after step 40 from a
 live peer's state, and the run ends with exit 0 and no process left. Checked from the run directory only: the views
 (summary.json), who synced at each sync (syncs.jsonl), the anchors' CRCs after every sync (`checksums`), the
-validation loss. A run without `survive` is not touched by any of it (the other distributed tests).
+validation loss; for diloco and edit (the issue's pair), and sync. A surviving run without a death trains the bits of
+a plain run, and a plain run is not touched by any of it (the other distributed tests).
 """
 
 from __future__ import annotations
