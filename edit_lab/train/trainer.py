@@ -159,8 +159,11 @@ class Trainer:
     def state_for_joiner(self, next_step: int) -> dict:
         """What a donor hands a replacement at the start of the sync at `next_step`: the agreed model (anchor,
         outer momentum, the penalty's detectors), its inner optimizer state and the counters."""
-        return {"step": next_step, "method": self.method.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "syncs_done": self.syncs_done, "shards": [p.detach().cpu() for p in self.engine.shards]}
+        state = {"step": next_step, "method": self.method.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "syncs_done": self.syncs_done}
+        if getattr(self.method, "outer", None) is None:  # sync: θ itself (a local-SGD method's θ = a is in "method")
+            state["shards"] = [p.detach().cpu() for p in self.engine.shards]
+        return state
 
     @torch.no_grad()
     def take_state(self, state: dict) -> None:
