@@ -277,20 +277,32 @@ def _run_surviving(cfg: RunConfig, out: Path, store: Any, server: forkserver.For
         return started[-1]
 
     seen = {"step": -1, "at": time.monotonic()}
+    bar = None
+    if cfg.progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=cfg.progress_total()[0], desc=f"{cfg.method} {cfg.shards}×{cfg.replicas} (survive)",
+                   unit=cfg.progress_total()[1], leave=False)
 
     def poll() -> None:
         prog = rundir.read_progress(out / rundir.PROGRESS)
         step = prog[0] if prog else 0
         if step != seen["step"]:
+            if bar is not None:
+                bar.update(step - max(seen["step"], 0))
             seen["step"], seen["at"] = step, time.monotonic()
         elif time.monotonic() - seen["at"] > stall_timeout_s:
             raise TimeoutError(f"no progress for {stall_timeout_s:.0f} s at step {step}; run directory {out}")
 
+    succeeded = False
     try:
         reps = survive_launch.watch(cfg, out, store, start, poll, lambda rank, why: WorkerError(rank, why, out))
+        succeeded = True
     except BaseException:
         _stop(started)
         raise
+    finally:
+        close_bar(bar, succeeded)
     _stop(started)  # every one has ended: this reaps them
     survive_launch.write_records(cfg, out, reps, float(store.get(views.START_UNIX)))
     run = Run(out)

@@ -9,7 +9,8 @@ unit of failure, and keeps the views (`core.view`) on its store:
   when a sync starts, move to it.
 - *a hang*: a survivor reports on the store that a sync of view N failed (its collective timed out after
   `timeout_s`) while no process has exited. The members that have not reported once the others had a moment to
-  (`settle_s`) and that start no step are hung: they are killed the same way, and the view published without them.
+  (`settle_s`) and that started no step for `timeout_s + settle_s` (a survivor blocked in the same collective
+  would have reported by then) are hung: they are killed the same way, and the view published without them.
 - *a replacement* (`rejoin_step` ≥ 0) is started as soon as its replica is fenced, as a new life of that replica
   (its own world on the store), and waits. When a member asks at a sync at or after `rejoin_step` and every rank
   of the replacement is ready, the view with it is published; its donor hands it the state (`core.survival`).
@@ -108,14 +109,17 @@ def watch(cfg: RunConfig, out: Path, store: Any, start: Callable[[int, int], Any
                         if any(store.check([views.failed_key(view.number, k)]) for k in reps.ranks(r))}
             if reported:
                 first_report = first_report or time.monotonic()
-                stepping = {r for r in view.members if _stepped_within(store, reps.ranks(r), settle_s)}
                 if time.monotonic() - first_report > settle_s:
-                    hung = [r for r in view.members if r not in reported and r not in stepping]
-                    if not hung:
-                        raise fail(reps.ranks(next(iter(reported)))[0], "every live replica reported a failed sync "
-                                   f"of view {view.number} and none died or hangs: a network failure?")
+                    silent = [r for r in view.members if r not in reported]
+                    if not silent:
+                        raise fail(reps.ranks(min(reported))[0], "every live replica reported a failed sync of view "
+                                   f"{view.number} and none died or hangs: a network failure?")
+                    # a survivor blocked in the same collective reports within timeout_s of entering it, which is
+                    # less than a step after its last step start: silent longer than that, it is not blocked, it hangs
+                    hung = [r for r in silent if not _stepped_within(store, reps.ranks(r), cfg.timeout_s + settle_s)]
                     dead = {r: [] for r in hung}
-                    why = f"hung: no step and no report for {settle_s:g} s after a peer's sync timed out"
+                    why = (f"hung: no step for timeout_s + {settle_s:g} s and no report, after a peer's sync timed "
+                           "out")
         if dead:
             for r, codes in sorted(dead.items()):
                 reps.note(store, "death", replica=r, view=view.number, exits=codes,

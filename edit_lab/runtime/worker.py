@@ -118,6 +118,11 @@ def main(argv: list[str] | None = None) -> None:
     _die_with_parent()
     cfg = RunConfig.load(args.config)
     if args.rank is None:  # torchrun: everything comes from the environment
+        if cfg.survive:
+            from edit_lab.config import ConfigError
+
+            raise ConfigError("survive=True is not allowed under torchrun: the views live on the store of the lab's "
+                              "own launcher (python -m edit_lab run), which also confirms and fences deaths")
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         cfg = checkpoint.prepare_resume(cfg.validate(world_size=world))
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
