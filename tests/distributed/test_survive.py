@@ -115,6 +115,8 @@ def test_kill_and_rejoin_1x3(out, method):
     if method == "edit":  # the kill struck at EDiT's sync step: the survivors' sync failed, rolled back, retried
         kinds = [r["kind"] for r in read_jsonl(out / "syncs.jsonl") if r["step"] == 20]
         assert kinds[:4] == ["detection", "rollback", "view", "sync"] and "retry" in kinds, kinds
+    launcher = [r["kind"] for r in read_jsonl(out / "survival.jsonl")]  # the launcher's side of the episode
+    assert launcher == ["view", "death", "fenced", "view", "replacement_started", "view"], launcher
     costs = run.summary["survival"]["costs_ms"]
     assert costs["transfer_joiner_ms"]["n"] == 1 and costs["view_change_join_ms"]["n"] == 3  # 2 survivors + 1
 
