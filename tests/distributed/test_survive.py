@@ -114,7 +114,9 @@ def test_kill_and_rejoin_1x3(out, method):
     _episode(out, run, method)
     if method == "edit":  # the kill struck at EDiT's sync step: the survivors' sync failed, rolled back, retried
         kinds = [r["kind"] for r in read_jsonl(out / "syncs.jsonl") if r["step"] == 20]
-        assert kinds[:4] == ["detection", "rollback", "view", "sync"] and "retry" in kinds, kinds
+        # (or, on a loaded machine where the launcher published the new view before they began that sync, they
+        # took it at the sync's start and never failed: test_a_death_inside_... makes the failure certain)
+        assert kinds in (["detection", "rollback", "view", "sync", "retry"], ["view", "sync"]), kinds
     launcher = [r["kind"] for r in read_jsonl(out / "survival.jsonl")]  # the launcher's side of the episode
     assert launcher == ["view", "death", "fenced", "view", "replacement_started", "view"], launcher
     costs = run.summary["survival"]["costs_ms"]
