@@ -109,6 +109,10 @@ def format_summary(s: dict, path: Path | str) -> str:
         lines.append(f"replica {r}  {v['steps']} steps  {v['tokens_per_s']:.0f} tok/s  sync wait {v['sync_wait_s']:.2f} s")
     if s.get("clock") == "virtual":  # its seconds are the cost model's, not this machine's
         lines.append(f"clock     virtual (seconds from the costs of {s.get('clock_costs')})")
+    if s.get("survival"):  # a run that survived deaths (edit-method.md §16)
+        sv = s["survival"]
+        views = " → ".join("{" + ",".join(map(str, v["members"])) + "}" for v in sv["views"])
+        lines.append(f"views     {views}; lost {sv['lost_replica_steps']} replica-steps ({sv['lost_tokens']} tokens)")
     return "\n".join(lines)
 
 

@@ -29,18 +29,20 @@ class Capabilities:
     outer_sgd: bool = False  # an outer SGD steps the anchors (OuterState): outer_lr, outer_momentum, outer_step_rule
     stale_outer: bool = False  # its own outer step, on the replicas' one-round-stale mean (CO2: the co2_* knobs)
     fragmented: bool = False  # syncs the model in fragments on staggered schedules (fragments, fragment_* knobs)
+    survivable: bool = False  # its sync can be rolled back and retried by fewer replicas (survive; core/survival.py)
 
 
 #: Every method the config accepts, in the course's order (the notebooks, `--help`, the tables).
 REGISTRY: dict[str, Capabilities] = {
-    "sync": Capabilities(),
+    "sync": Capabilities(survivable=True),
     # Chen et al. 2016, "Revisiting Distributed Synchronous SGD": synchronous SGD that drops the slowest replicas
     "backup": Capabilities(quorum=True),
     "post_local_sgd": Capabilities(is_local_sgd=True),
-    "diloco": Capabilities(is_local_sgd=True, outer_sgd=True),
+    "diloco": Capabilities(is_local_sgd=True, outer_sgd=True, survivable=True),
     # the mean of CO2's last round is always in flight (it lands at the next boundary)
     "co2": Capabilities(is_local_sgd=True, checkpointable=False, stale_outer=True),
-    "edit": Capabilities(is_local_sgd=True, has_penalty=True, layerwise_sync=True, outer_sgd=True),
+    "edit": Capabilities(is_local_sgd=True, has_penalty=True, layerwise_sync=True, outer_sgd=True,
+                         survivable=True),
     "aedit": Capabilities(is_local_sgd=True, has_penalty=True, layerwise_sync=True, time_triggered=True,
                           outer_sgd=True),
     # Douillard et al. 2025: fragments synced on staggered schedules, each transfer overlapping inner steps

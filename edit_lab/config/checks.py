@@ -42,6 +42,7 @@ class RunConfigChecks:
         self._check_rules()
         self._check_methods()
         self._check_devices()
+        self._check_survival(self._bad)
 
     def _check_shapes(self, world_size: int | None) -> None:
         """What must fit the model, the mesh or the run: betas, the sequence, replica/rank/unit indices, steps."""
@@ -147,6 +148,62 @@ class RunConfigChecks:
         if self.wire.error_feedback and self.wire.format == "none":
             bad("error_feedback", "false with wire_format='none': float32 rounds nothing away to feed back")
         self._check_sparseloco(bad)
+
+    def _check_survival(self, bad: Any) -> None:
+        """Surviving a replica's death (edit_lab/core/survival.py): what it needs, and what it does not run yet.
+
+        Survival re-forms the sync group of the methods whose sync can be rolled back and retried by fewer
+        replicas (sync's gradient all-reduce, diloco's and edit's outer sync); the rest is refused naming the field,
+        before any process starts."""
+        survivable, n_units = _methods_with("survivable"), 1 + SIZES[self.data.model].n_layers
+        if not 0 <= self.trouble.fault_replica + 1 <= self.replicas:
+            bad("fault_replica", f"-1 (none) or a replica index in 0..{self.replicas - 1}")
+        if self.trouble.fault_replica >= 0 and not self.time_budget and self.trouble.fault_replica_step >= self.steps:
+            bad("fault_replica_step", f"a step in 0..{self.steps - 1} (steps={self.steps}), or the fault never happens")
+        if self.trouble.fault_replica_unit > n_units - 1:
+            bad("fault_replica_unit", f"-1 (the step's start) or a unit in 0..{n_units - 1} of model "
+                f"{self.data.model!r}")
+        if not self.runtime.survive:
+            for name, off in (("rejoin_step", -1), ("survive_min_replicas", 1), ("survive_on_failure", "retry")):
+                if self.get(name) != off:
+                    bad(name, f"{off!r} with survive=False (it is a setting of surviving a replica's death)")
+            return
+        if not capabilities(self.method).survivable:
+            bad("method", f"one of {survivable} with survive=True (their sync can be rolled back and "
+                "retried by the survivors; the others cannot survive a death "
+                "yet)")
+        if self.replicas < 2:
+            bad("replicas", "at least 2 with survive=True: one replica has nobody to survive it")
+        if self.runtime.survive_min_replicas > self.replicas:
+            bad("survive_min_replicas", f"at most replicas={self.replicas}")
+        local = capabilities(self.method).is_local_sgd  # its warm-up all-reduces gradients every step
+        first = self.schedule.warmup_steps if local else 0
+        if self.runtime.rejoin_step >= 0 and (self.runtime.rejoin_step < first or self.runtime.rejoin_step >= self.steps):
+            bad("rejoin_step", f"-1 (none) or a step in {first}..{self.steps - 1}: a replacement joins at a sync"
+                + (", after the warm-up" if local else "") + " and before the end")
+        if local and self.trouble.fault_replica >= 0 and self.trouble.fault_replica_step <= self.schedule.warmup_steps:
+            bad("fault_replica_step", f"a step after warmup_steps={self.schedule.warmup_steps} with survive=True: the "
+                "warm-up all-reduces gradients every step, which the survivors of a local-SGD method cannot roll "
+                "back")
+        if not local and self.runtime.survive_on_failure == "discard":
+            bad("survive_on_failure", f"retry with method={self.method!r}: its round is one step, with no local steps "
+                "to drop")
+        if self.trouble.fault_rank >= 0 and self.trouble.fault_kind in ("raise", "nan"):
+            bad("fault_kind", "kill or hang with survive=True (a rank that raises or turns NaN is a bug, not a death)")
+        refused = (("clock", "wall", "the virtual clock does not model deaths yet"),
+                   ("time_budget", 0.0, "a time budget's meetings are not survivable yet"),
+                   ("checkpoint_every", 0, "a checkpoint's barrier spans every replica"),
+                   ("resume", None, "a resumed run starts a new world"),
+                   ("wire_format", "none", "a compressed sync is not survivable yet"),
+                   ("sync_group_rule", None, "the view is the sync group"),
+                   ("grad_all_reduce_rule", None, "the warm-up's all-reduce is the library's"),
+                   ("sync_schedule_rule", None, "EDiT's prefetch is the order a rollback drains"),
+                   ("backend", "auto", "the views are gloo groups"),
+                   ("device", "cpu", "the views are gloo groups on the CPU: auto computes there too"))
+        for name, want, why in refused:
+            if self.get(name) != want and not (name, self.get(name)) in (("backend", "gloo"),
+                                                                                  ("device", "auto")):
+                bad(name, f"{want!r} with survive=True ({why})")
 
     def _check_devices(self) -> None:
         """The clock, the device and the backend agree, and a GPU asked for is there."""

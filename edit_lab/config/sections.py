@@ -24,6 +24,10 @@ FAULT_KINDS = ("raise", "kill", "hang", "nan")  # edit_lab.train.faults implemen
 CLOCKS = ("wall", "virtual")  # edit_lab.clock.virtual: every rank in one process, on a clock a cost model advances
 #: The virtual clock's compute: "real" runs the model; "charged" (time-only) only charges its cost (edit_lab/clock/time_only.py)
 VIRTUAL_COMPUTE = ("real", "charged")
+#: What survival does with the sync a death interrupted (edit_lab/core/survival.py)
+SURVIVE_ON_FAILURE = ("retry", "discard")
+#: How a whole replica fails on purpose (`fault_replica`)
+REPLICA_FAULT_KINDS = ("kill", "hang")
 
 
 @dataclass(frozen=True)
@@ -232,6 +236,15 @@ class TroubleConfig:
             'step at whose start (after whose forward, for nan) it fails', ge=0)
     fault_kind: str = knob('raise',
             'raise, kill (SIGKILL itself), hang (peers hit timeout_s) or nan (its loss)', choices=FAULT_KINDS)
+    fault_replica: int = knob(-1,
+            "replica whose every rank fails at fault_replica_step on purpose (-1: none)", ge=-1)
+    fault_replica_step: int = knob(0,
+            "step at whose start that replica fails", ge=0)
+    fault_replica_kind: str = knob("kill",
+            "kill (SIGKILL: its peers fail within ms) or hang (its peers wait timeout_s)", choices=REPLICA_FAULT_KINDS)
+    fault_replica_unit: int = knob(-1,
+            "-1: the replica fails at the step's start; u: inside that step's forward, right before unit u (edit: in "
+            "the middle of its layer-wise sync)", ge=-1)
 
 
 @dataclass(frozen=True)
@@ -258,9 +271,9 @@ class ClockConfig:
 @dataclass(frozen=True)
 class RuntimeConfig:
     """Processes, devices and checkpoints: where the run writes, how its ranks compute and talk, when it
-    gives up on a collective, what it saves."""
+    gives up on a collective, what it saves, and whether the survivors of a replica's death train on."""
 
-    TITLE: ClassVar[str] = 'processes, devices and checkpoints'
+    TITLE: ClassVar[str] = "processes, devices, checkpoints and surviving a replica's death"
     out: str | None = knob(None,
             'run directory (None: runs/<method>-<time>); one that already holds a run is refused unless overwritten '
             '(--overwrite)')
@@ -285,6 +298,18 @@ class RuntimeConfig:
             'a run or checkpoint directory to resume from (into a new --out)')
     checksums: bool = knob(False,
             'record a CRC of θ and of the anchor per unit after every sync (for tests)')
+    survive: bool = knob(False,
+            "train through a replica's death: the survivors re-form the sync group as a new view and go on (false: "
+            "one death ends the run; edit-method.md §16)")
+    survive_min_replicas: int = knob(1,
+            "the fewest live replicas to go on with; below it the run ends with the reason", ge=1)
+    survive_on_failure: str = knob("retry",
+            "the sync a death interrupted: retry (rolled back, then retried by the survivors with their local steps "
+            "kept) or discard (rolled back, the round dropped: every survivor restarts from the anchor, as torchft's "
+            "DiLoCo)", choices=SURVIVE_ON_FAILURE)
+    rejoin_step: int = knob(-1,
+            "a replacement for a dead replica joins at the first sync at or after this step, from a live peer's "
+            "state (-1: no replacement)", ge=-1)
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,7 @@ class Comm:
         raise ValueError(f"unknown group {name!r}")
 
     def size(self, name: str) -> int:
-        return {"shard": self.mesh.shards, "sync": self.mesh.replicas, "world": self.mesh.world_size}[name]
+        return {"shard": self.mesh.shards, "sync": self.mesh.sync_size, "world": self.mesh.world_size}[name]
 
     # ------------------------------------------------------------------ collectives
     def all_gather(self, out: torch.Tensor, inp: torch.Tensor, group: str, kind: str = "all_gather",

@@ -33,6 +33,22 @@ class Mesh:
     shard_group: dist.ProcessGroup | None
     sync_group: dist.ProcessGroup | None
     sync_members: list[int] | None = None  # this rank's sync group when a sync_group_rule built them (sorted)
+    view: Any = None  # with survival (core/survival.py): the `core.view.View` whose sync group this is; None: all R
+
+    @property
+    def sync_size(self) -> int:
+        """Replicas in this rank's sync group now: R, or the live members of the view (survival)."""
+        return self.replicas if self.view is None else len(self.view.members)
+
+    @property
+    def sync_index(self) -> int:
+        """This replica's place in its sync group: its id, or its index among the view's members (survival)."""
+        return self.replica if self.view is None else self.view.index(self.replica)
+
+    @property
+    def sync_replicas(self) -> list[int]:
+        """The replica ids of the sync group, in group order."""
+        return list(range(self.replicas)) if self.view is None else list(self.view.members)
 
     @staticmethod
     def coords(rank: int, shards: int) -> tuple[int, int]:

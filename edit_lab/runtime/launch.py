@@ -218,6 +218,8 @@ def _run(cfg: RunConfig, out: Path, stall_timeout_s: float | None) -> Run:
                           timeout=__import__("datetime").timedelta(seconds=cfg.runtime.timeout_s))
     env = _worker_env(cfg)
     server = forkserver.server_for(env) if forkserver.enabled(cfg.runtime.device) else None
+    if cfg.runtime.survive:
+        return _run_surviving(cfg, out, store, server, env, stall_timeout_s)
     procs: list[WorkerProcess] = []
     bar, succeeded = None, False
     try:
@@ -257,6 +259,54 @@ def _run(cfg: RunConfig, out: Path, stall_timeout_s: float | None) -> Run:
         close_bar(bar, succeeded)
     run = Run(out)
     _note_readmissions(run, cfg, stacklevel=4)
+    return run
+
+
+def _run_surviving(cfg: RunConfig, out: Path, store: Any, server: forkserver.ForkServer | None, env: dict[str, str],
+                   stall_timeout_s: float) -> Run:
+    """`_run` for a run that survives deaths: replicas fail alone (runtime/survive_launch.py)."""
+    from edit_lab.core import view as views
+    from edit_lab.runtime import survive_launch
+
+    started: list[WorkerProcess] = []
+
+    def start(rank: int, life: int) -> WorkerProcess:
+        argv = ["--config", str(out / rundir.CONFIG), "--rank", str(rank), "--world-size", str(cfg.world_size),
+                "--master-port", str(store.port), "--life", str(life)]
+        started.append(_start_rank(server, argv, env, out / survive_launch.log_name(rank, life)))
+        return started[-1]
+
+    seen = {"step": -1, "at": time.monotonic()}
+    bar = None
+    if cfg.runtime.progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=cfg.progress_total()[0], desc=f"{cfg.method} {cfg.shards}×{cfg.replicas} (survive)",
+                   unit=cfg.progress_total()[1], leave=False)
+
+    def poll() -> None:
+        prog = rundir.read_progress(out / rundir.PROGRESS)
+        step = prog[0] if prog else 0
+        if step != seen["step"]:
+            if bar is not None:
+                bar.update(step - max(seen["step"], 0))
+            seen["step"], seen["at"] = step, time.monotonic()
+        elif time.monotonic() - seen["at"] > stall_timeout_s:
+            raise TimeoutError(f"no progress for {stall_timeout_s:.0f} s at step {step}; run directory {out}")
+
+    succeeded = False
+    try:
+        reps = survive_launch.watch(cfg, out, store, start, poll, lambda rank, why: WorkerError(rank, why, out))
+        succeeded = True
+    except BaseException:
+        _stop(started)
+        raise
+    finally:
+        close_bar(bar, succeeded)
+    _stop(started)  # every one has ended: this reaps them
+    survive_launch.write_records(cfg, out, reps, float(store.get(views.START_UNIX)))
+    run = Run(out)
+    _note_readmissions(run, cfg, stacklevel=5)
     return run
 
 

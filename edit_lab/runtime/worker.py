@@ -113,10 +113,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--world-size", type=int, default=None)
     ap.add_argument("--master-addr", default="127.0.0.1")
     ap.add_argument("--master-port", type=int, default=None)
+    ap.add_argument("--life", type=int, default=0, help="survival: 0 at the start, n for a replica's n-th replacement")
     args = ap.parse_args(argv)
     _die_with_parent()
     cfg = RunConfig.load(args.config)
     if args.rank is None:  # torchrun: everything comes from the environment
+        if cfg.runtime.survive:
+            from edit_lab.config import ConfigError
+
+            raise ConfigError("survive=True is not allowed under torchrun: the views live on the store of the lab's "
+                              "own launcher (python -m edit_lab run), which also confirms and fences deaths")
         rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
         cfg = checkpoint.prepare_resume(cfg.validate(world_size=world))
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -128,7 +134,12 @@ def main(argv: list[str] | None = None) -> None:
                               timeout=datetime.timedelta(seconds=cfg.runtime.timeout_s))
         kwargs = {"store": store}
     try:
-        run_rank(cfg, rank, world, local_rank, **kwargs)
+        if cfg.runtime.survive:  # each replica its own world, the sync group the view's (runtime/survive_worker.py)
+            from edit_lab.runtime.survive_worker import run_surviving_rank
+
+            run_surviving_rank(cfg, rank, world, kwargs["store"], args.life)
+        else:
+            run_rank(cfg, rank, world, local_rank, **kwargs)
     except BaseException:
         traceback.print_exc()
         sys.stderr.flush()

@@ -12,6 +12,10 @@ different path of the launcher:
   replica; every other method stops with ``FloatingPointError`` (see `check_finite`) rather than
   averaging NaN into every replica.
 
+A whole replica fails with ``fault_replica`` (``kill`` or ``hang``, every rank of it at
+``fault_replica_step``): the unit of failure survival (`edit_lab.core.survival`) trains through. Only the
+replica's first life fails: its replacement (``life`` > 0) trains on.
+
 The worker calls `inject` at the start of each step and `maybe_poison_loss` + `check_finite` right
 after the forward; with the defaults (``fault_rank=-1``) all three are no-ops.
 """
@@ -23,7 +27,7 @@ import os
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from edit_lab.config import FAULT_KINDS
 from edit_lab.registry import capabilities
@@ -33,7 +37,7 @@ if TYPE_CHECKING:
 
     from edit_lab.config import RunConfig
 
-__all__ = ["FAULT_KINDS", "InjectedFault", "check_finite", "inject", "maybe_poison_loss"]
+__all__ = ["FAULT_KINDS", "InjectedFault", "UnitFault", "check_finite", "inject", "maybe_poison_loss", "unit_fault"]
 
 
 class InjectedFault(RuntimeError):
@@ -44,11 +48,15 @@ def _fires(cfg: "RunConfig", rank: int, step: int) -> bool:
     return cfg.trouble.fault_rank == rank and cfg.trouble.fault_step == step
 
 
-def inject(cfg: "RunConfig", rank: int, step: int) -> None:
+def inject(cfg: "RunConfig", rank: int, step: int, life: int = 0) -> None:
     """At the start of a step: raise, die or hang if this rank and step are the configured fault.
 
-    ("nan" acts on the loss instead: see `maybe_poison_loss`.)
+    ("nan" acts on the loss instead: see `maybe_poison_loss`.) `life`: 0 for a rank of the run's start, n for
+    the n-th replacement of its replica (`fault_replica` strikes the first life only).
     """
+    if (life == 0 and 0 <= cfg.trouble.fault_replica == rank // cfg.shards and step == cfg.trouble.fault_replica_step
+            and cfg.trouble.fault_replica_unit < 0):
+        _fail_replica(cfg, rank, step)
     if not _fires(cfg, rank, step) or cfg.trouble.fault_kind == "nan":
         return
     # one line in rank{rank}.log, so whoever reads the log knows this failure was on purpose
@@ -61,6 +69,39 @@ def inject(cfg: "RunConfig", rank: int, step: int) -> None:
     if cfg.trouble.fault_kind == "hang":
         while True:  # peers block in their next collective with this rank until `timeout_s`
             time.sleep(3600)
+
+
+def _fail_replica(cfg: "RunConfig", rank: int, step: int) -> None:
+    """This rank's part of its replica's death (`fault_replica_kind`): SIGKILL itself, or sleep forever."""
+    print(f"edit_lab.train.faults: rank {rank} of replica {cfg.trouble.fault_replica} will {cfg.trouble.fault_replica_kind} at the "
+          f"start of step {step} on purpose", file=sys.stderr, flush=True)
+    if cfg.trouble.fault_replica_kind == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    while True:  # the survivors' sync with this replica waits until `timeout_s`; the launcher then fences it
+        time.sleep(3600)
+
+
+class UnitFault:
+    """The method's hooks, but this replica fails right before unit `fault_replica_unit` of step
+    `fault_replica_step` (a death in the middle of EDiT's layer-wise sync: its peers have stepped the units before)."""
+
+    def __init__(self, cfg: "RunConfig", rank: int, method: Any) -> None:
+        self.cfg, self.rank, self.method = cfg, rank, method
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.method, name)
+
+    def pre_unit(self, unit: int) -> None:
+        if unit == self.cfg.trouble.fault_replica_unit and self.method.log.step == self.cfg.trouble.fault_replica_step:
+            _fail_replica(self.cfg, self.rank, self.method.log.step)
+        self.method.pre_unit(unit)
+
+
+def unit_fault(cfg: "RunConfig", rank: int, life: int, method: Any) -> Any:
+    """The hooks the forward calls: the method, or `UnitFault` around it on the replica that fails inside a step."""
+    if life == 0 and cfg.trouble.fault_replica_unit >= 0 and 0 <= cfg.trouble.fault_replica == rank // cfg.shards:
+        return UnitFault(cfg, rank, method)
+    return method
 
 
 def maybe_poison_loss(cfg: "RunConfig", rank: int, step: int, loss: "torch.Tensor") -> "torch.Tensor":

@@ -13,6 +13,7 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -81,6 +82,9 @@ class Trainer:
         self.syncs_done = 0
         self.train_end_s: float | None = None
         self._checkpoint_due: int | None = None
+        self.life = 0  # survival: 0 for a rank of the run's start, n for its replica's n-th replacement
+        self.survival: Any = None  # survival (`core.survival.Survival`, set by `attach`): None, one death ends the run
+        self.hooks: Any = self.method  # what the forward calls before each unit (faults.unit_fault's with survival)
         self.method.on_synced = self.after_sync
         if cfg.runtime.resume:
             self.restore(Path(cfg.runtime.resume))
@@ -140,6 +144,43 @@ class Trainer:
         self.log.record("resume", step=self.start_step, checkpoint=str(ckpt), from_replicas=old_replicas,
                         to_replicas=self.mesh.replicas)
 
+    # ------------------------------------------------------------------ surviving a death (core/survival.py)
+    def attach(self, survival: Any, life: int) -> None:
+        """Train through deaths: the sync group is `survival`'s view, this rank the `life`-th of its replica."""
+        from edit_lab.core.survival import ViewBackend
+
+        self.survival, self.life = survival, life
+        self.method.survival = survival
+        self.comm.backend = ViewBackend(survival)
+        survival.method = self.method
+        survival.state_for_joiner = self.state_for_joiner
+        self.hooks = faults.unit_fault(self.cfg, self.mesh.rank, life, self.method)  # a death inside a step
+
+    def state_for_joiner(self, next_step: int) -> dict:
+        """What a donor hands a replacement at the start of the sync at `next_step`: the agreed model (anchor,
+        outer momentum, the penalty's detectors), its inner optimizer state and the counters."""
+        state = {"step": next_step, "method": self.method.state_dict(), "optimizer": self.optimizer.state_dict(),
+                 "syncs_done": self.syncs_done}
+        if getattr(self.method, "outer", None) is None:  # sync: θ itself (a local-SGD method's θ = a is in "method")
+            state["shards"] = [p.detach().cpu() for p in self.engine.shards]
+        return state
+
+    @torch.no_grad()
+    def take_state(self, state: dict) -> None:
+        """A replacement takes a donor's state: θ = a (so its Δ is 0; `sync`: the donor's θ, the same on every
+        replica), and the run's step: its data stream is its replica id's, at that step (the streams are stateless)."""
+        self.method.load_state_dict(state["method"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        outer = getattr(self.method, "outer", None)
+        for p, a in zip(self.engine.shards, outer.anchors if outer is not None else state["shards"]):
+            p.copy_(a.detach().to(p.device))
+        self.start_step, self.syncs_done = state["step"], state["syncs_done"]
+
+    def is_leader(self) -> bool:
+        """Does this replica do replica 0's duties (the progress file)? Replica 0, or with survival the view's
+        lowest live replica."""
+        return self.survival is None or self.survival.view.leader == self.mesh.replica
+
     # ------------------------------------------------------------------ data
     def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         cfg, m = self.cfg, self.mesh
@@ -153,22 +194,18 @@ class Trainer:
 
     # ------------------------------------------------------------------ one step
     def train_step(self, step: int) -> float:
-        faults.inject(self.cfg, self.mesh.rank, step)
+        faults.inject(self.cfg, self.mesh.rank, step, self.life)
         cfg, log, clock = self.cfg, self.log, self.log.clock
         log.step = step
         t_begin = clock.now()
         first_event = len(log.events)
-        self.method.begin_step(step)
-        x, y = self.batch(step)
-        loss = self.engine.forward(x, y, hooks=self.method)
-        loss = faults.maybe_poison_loss(cfg, self.mesh.rank, step, loss)
-        faults.check_finite(cfg, self.mesh.rank, step, loss)
-        member = self.method.before_backward(step, self.planned_pause(step, first_event))
-        if member:
-            self.engine.backward(loss)
-        else:  # a late replica of backup workers: its gradient would be dropped, so it computes none
-            self.engine.drop_backward()
-        self.method.after_backward(step)
+        if self.survival is not None:
+            self.survival.heartbeat(step)
+        if self.survival is not None and self.method.syncs_in_step(step):  # EDiT's sync, sync's: retried whole
+            x, loss, member = self.survival.attempt(step, lambda: self.until_optimizer(step, first_event, retry=True),
+                                                    rerun_after_discard=True)
+        else:
+            x, loss, member = self.until_optimizer(step, first_event)
         if cfg.inner.grad_clip > 0:
             self.engine.grad_norm_(cfg.inner.grad_clip)
         with log.span("optimizer"):
@@ -197,6 +234,29 @@ class Trainer:
             self.save_checkpoint(self._checkpoint_due)
             self._checkpoint_due = None
         return value
+
+    def until_optimizer(self, step: int, first_event: int, retry: bool = False) -> tuple[torch.Tensor, torch.Tensor,
+                                                                                          bool]:
+        """Step `step` up to its optimizer: `begin_step`, the forward (EDiT syncs inside it), the backward,
+        `after_backward` (sync's gradient all-reduce); (the batch, the loss, whether it ran its backward).
+
+        `retry`: survival may run this again after a failed sync (core/survival.py): nothing before the optimizer
+        moves θ, and a failed attempt's gradients are dropped first."""
+        cfg = self.cfg
+        if retry:
+            self.optimizer.zero_grad(set_to_none=True)
+        self.method.begin_step(step)
+        x, y = self.batch(step)
+        loss = self.engine.forward(x, y, hooks=self.hooks)
+        loss = faults.maybe_poison_loss(cfg, self.mesh.rank, step, loss)
+        faults.check_finite(cfg, self.mesh.rank, step, loss)
+        member = self.method.before_backward(step, self.planned_pause(step, first_event))
+        if member:
+            self.engine.backward(loss)
+        else:  # a late replica of backup workers: its gradient would be dropped, so it computes none
+            self.engine.drop_backward()
+        self.method.after_backward(step)
+        return x, loss, member
 
     def planned_pause(self, step: int, first_event: int) -> Pause | None:
         """For a method that spends the straggler's pause before the backward (`quorum`: backup workers), the
@@ -281,7 +341,7 @@ class Trainer:
             step += 1
             if not budget and cfg.data.eval_every and step % cfg.data.eval_every == 0 and step < cfg.steps:
                 self.evaluate(step)
-            if progress is not None:
+            if progress is not None and self.is_leader():
                 progress.write(int(t) if budget else step, cfg.progress_total()[0])
         self.log.step = step
         self.method.finalize(step)

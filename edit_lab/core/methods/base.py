@@ -59,6 +59,7 @@ class Method:
         self.mesh = self.comm.mesh
         self.optimizer: torch.optim.Optimizer | None = None  # set by the worker
         self.on_synced: Callable[[int], None] | None = None  # set by the worker (checkpoints)
+        self.survival: Any = None  # with RunConfig.runtime.survive: this rank's `core.survival.Survival` (set by the worker)
         # the gradient all-reduces issued during this step's backward (`grad_ready`), by unit, in issue order
         self._grads_in_flight: dict[int, tuple[torch.Tensor, Handle]] = {}
         self.overlap_grads = os.environ.get(OVERLAP_ENV, "1") != "0"
@@ -96,7 +97,8 @@ class Method:
             raise RuntimeError(f"{type(self).__name__}: gradient all-reduces of units {sorted(self._grads_in_flight)} "
                                f"were issued during the last backward and never waited for: all_reduces_grads() "
                                f"said yes, but after_backward did not call all_reduce_grads_over_sync_group()")
-        if (not self.overlap_grads or self.mesh.replicas == 1 or self.grad_rule is not None
+        # with survival every all-reduce waits for `after_backward`, where every rank of a replica meets a death alike
+        if (not self.overlap_grads or self.mesh.sync_size == 1 or self.grad_rule is not None or self.survival is not None
                 or not self.all_reduces_grads(self.log.step)):
             return None
         return self.grad_ready
@@ -165,6 +167,25 @@ class Method:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         pass
 
+    # ---------------------------------------------------------------- surviving a death (core/survival.py)
+    def abandon_sync(self) -> None:
+        """A sync failed (a peer died): let go of whatever it has in flight, before its snapshot is restored."""
+
+    def syncs_in_step(self, step: int) -> bool:
+        """Does step `step` hold a sync before its optimizer (EDiT's in the forward, sync's gradient all-reduce)?
+        Survival then retries the step up to its optimizer after a death (`Trainer.until_optimizer`)."""
+        return False
+
+    def join_first_sync(self, step: int) -> None:
+        """A replacement that took a donor's state at `step`: what it does before training that step (the local-SGD
+        methods: k = 0 in the sync that admits it; `sync`: nothing, its first step's all-reduce admits it)."""
+
+    def discard_round(self, step: int) -> None:
+        """`survive_on_failure='discard'`: drop the round a death interrupted (the local-SGD methods: θ ← a)."""
+
+    def on_view(self, view: Any) -> None:
+        """This rank moved to a new view (`core.view.View`): the members, who joined and who died."""
+
     def synced(self, next_step: int) -> None:
         """Tell the worker that every replica now holds the agreed model (θ = anchor): a checkpoint moment.
 
@@ -182,7 +203,7 @@ class Method:
         then is issued here, all at once (asynchronously); then every one is waited for in issue order and
         divided by R. The same tensors summed by the same collectives: only the timing differs.
         """
-        R = self.mesh.replicas
+        R = self.mesh.sync_size
         if R == 1:
             return
         if self.grad_rule is not None:
@@ -201,8 +222,9 @@ class Method:
             grad.div_(n)
 
     def contributors(self) -> int:
-        """How many replicas' gradients the sync group's sum holds: all R of them (backup workers: m)."""
-        return self.mesh.replicas
+        """How many replicas' gradients the sync group's sum holds: all R of them (backup workers: m; survival:
+        the view's members)."""
+        return self.mesh.sync_size
 
     @torch.no_grad()
     def all_reduce_grads_by_rule(self) -> None:

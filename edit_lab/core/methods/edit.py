@@ -85,6 +85,7 @@ class EDiTMethod(LocalSGDMethod):
         self.readmissions: list[dict[str, int]] = []  # every re-admission of the run (D10), for summary.json
         self.pending: dict[int, tuple[Handle, torch.Tensor]] = {}
         self.deltas: dict[int, torch.Tensor] = {}  # Δ of the units not yet issued, from stage 1
+        self.join_pending = False  # a replacement (core/survival.py) before its first sync: it syncs with k = 0
         # the reader's sync order (RunConfig.rules.sync_schedule, edit_lab.rules): per unit, the issues and waits
         # its pre-forward runs instead of prefetch's; None: prefetch's
         rule = cfg.rules.sync_schedule
@@ -96,7 +97,8 @@ class EDiTMethod(LocalSGDMethod):
 
     def begin_step(self, step: int) -> None:
         super().begin_step(step)  # creates the anchors at step W
-        self.syncing = self.outer is not None and step != self.last_sync_step and self.should_sync(step)
+        self.syncing = (self.outer is not None and (step != self.last_sync_step or self.join_pending)
+                        and self.should_sync(step))
         if self.syncing:
             self.start_sync(step)
 
@@ -152,7 +154,14 @@ class EDiTMethod(LocalSGDMethod):
         norm); a shorter round is not (its norm per step is noisier): every replica keeps the verdict of its
         last judged sync. Decided from the gathered k of every replica (a time budget stops replicas at different
         steps), so every rank decides alike."""
-        if self.outer is None or not self.final_sync_needed(step):
+        if self.survival is not None:
+            self.survival.attempt(step, lambda: self.closing_sync(step), rerun_after_discard=True)
+        else:
+            self.closing_sync(step)
+
+    def closing_sync(self, step: int) -> None:
+        """`finalize`'s sync, when one is needed (a replacement that has not synced yet always needs one)."""
+        if self.outer is None or not (self.final_sync_needed(step) or self.join_pending):
             return
         self.start_sync(step, judge=False, judge_full_round=True)
         for unit in range(self.engine.n_units):
@@ -179,9 +188,13 @@ class EDiTMethod(LocalSGDMethod):
         stays out), a non-finite norm is still excluded, and the softmax weights and the clip apply as always.
         """
         assert self.outer is not None
+        if self.survival is not None:
+            self.survival.before_sync(step)  # the newest view, a replacement's state, the snapshot to roll back to
+            judge = judge and not self.survival.unjudged  # a view change flags nobody (edit-method.md §16)
+            judge_full_round = judge_full_round and not self.survival.unjudged
         self.syncing = True
         self.sync_step = step
-        n_units, R = self.engine.n_units, self.mesh.replicas
+        n_units, R = self.engine.n_units, self.mesh.sync_size
         # Δ is kept until the unit is issued: θ of a unit does not change before its own sync, so the
         # same values would only be computed twice (a pass over the unit's shard saved per unit).
         self.deltas = {u: self.outer.pseudo_gradient(u, th) for u, th in enumerate(self.engine.shards)}
@@ -226,8 +239,9 @@ class EDiTMethod(LocalSGDMethod):
         d = self.decisions
         trouble = d[:, :, COLUMN.outlier].clone()  # `exclude_trouble`: 1 where a replica knows it is in trouble
         steps = [int(v) for v in d[:, 0, COLUMN.steps].tolist()]
-        verdicts = judge_replicas(self.penalty, self.detectors, d[:, :, COLUMN.G].tolist(), steps, judge=judge,
-                               memory=self.memory)
+        members = self.mesh.sync_replicas  # the view's replicas (all R without survival), in group order
+        verdicts = judge_replicas(self.penalty, [self.detectors[r] for r in members], d[:, :, COLUMN.G].tolist(),
+                                  steps, judge=judge, memory=[self.memory[r] for r in members])
         for r, per_unit in enumerate(verdicts):
             for u, j in enumerate(per_unit):
                 d[r, u, COLUMN.z], d[r, u, COLUMN.threshold] = j.z, j.threshold
@@ -256,7 +270,7 @@ class EDiTMethod(LocalSGDMethod):
     def issue(self, unit: int) -> None:
         """Stage 3: start the sync-group all-reduce of w_r·Δ_r for one unit (async)."""
         assert self.outer is not None
-        w = self.weights[unit][self.mesh.replica]
+        w = self.weights[unit][self.mesh.sync_index]
         delta = self.deltas.pop(unit)
         if w == 0.0:  # an anomalous replica sends zeros: 0·NaN would still be NaN
             contrib = delta.zero_()
@@ -286,7 +300,7 @@ class EDiTMethod(LocalSGDMethod):
             if not skipped:
                 self.outer.step(unit, delta_bar)
             self.outer.reset(unit, theta)
-        me = self.mesh.replica
+        me = self.mesh.sync_index
         finite = math.isfinite(float(self.decisions[me, unit, COLUMN.G]))
         # error feedback keeps the residual of a Δ̂ that reached the anchor only (outer.py's module docstring)
         self.outer.keep_residual(unit, used=self.weights[unit][me] != 0.0 and not skipped and finite)
@@ -294,13 +308,13 @@ class EDiTMethod(LocalSGDMethod):
             self.forget_inner_state(unit)
         if self.cfg.runtime.checksums:
             self.log_checksums(unit)
-        for r in range(self.mesh.replicas):
-            d = Decision(*self.decisions[r, unit].tolist())
+        for i, r in enumerate(self.mesh.sync_replicas):  # i: the replica's row in the gathered decisions
+            d = Decision(*self.decisions[i, unit].tolist())
             self.log.record("penalty", step=self.sync_step, unit=unit, replica=r, G=_finite(d.G), z=_finite(d.z),
                             threshold=_finite(d.threshold), outlier=bool(d.outlier), readmitted=bool(d.readmitted),
-                            steps=int(d.steps), peer=_finite(self.peer[unit][r]),
+                            steps=int(d.steps), peer=_finite(self.peer[unit][i]),
                             flagged_in_a_row=int(d.flagged_in_a_row), closing=self.closing,
-                            weight=self.weights[unit][r], clip=factor, skipped=skipped)
+                            weight=self.weights[unit][i], clip=factor, skipped=skipped)
             if d.readmitted:
                 self.readmissions.append({"step": self.sync_step, "unit": unit, "replica": r})
     # endregion edit-unit-sync
@@ -321,7 +335,34 @@ class EDiTMethod(LocalSGDMethod):
 
     def end_sync(self) -> None:
         self.syncing = False
+        self.join_pending = False
         self.sync_finished(self.sync_step)  # mid-forward of step sync_step, with θ = a and the sync done
+
+    # ------------------------------------------------------------ surviving a death (core/survival.py)
+    def abandon_sync(self) -> None:
+        """Drain the prefetched transfers of a failed sync (each ends, or fails on the dead peer) and forget it."""
+        super().abandon_sync()
+        for h, _ in self.pending.values():
+            try:
+                h.work.wait()
+            except Exception:  # the same lost peer: nothing of this transfer is used
+                pass
+        self.pending, self.deltas, self.syncing, self.decisions = {}, {}, False, None
+
+    def syncs_in_step(self, step: int) -> bool:
+        return True
+
+    def on_view(self, view: Any) -> None:
+        """A replacement's detectors start afresh (they arm after E syncs, as at the start of a run or for a new
+        replica of an elastic resume); a dead replica's keep its history, frozen while it is away."""
+        for r in view.joined:
+            self.detectors[r] = [self.penalty.new_detector() for _ in range(self.engine.n_units)]
+            self.memory[r] = [self.penalty.new_detector() for _ in range(self.engine.n_units)]
+
+    def join_first_sync(self, step: int) -> None:
+        """A replacement's first sync is the one inside the forward of `step` (or `finalize`'s): k = 0 there."""
+        self.last_sync_step = step
+        self.join_pending = True
 
     # ------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:

@@ -77,11 +77,41 @@ class LocalSGDMethod(Method):
 
     def after_optimizer(self, step: int) -> None:
         if is_sync_step(step + 1, self.cfg.schedule.warmup_steps, self.cfg.schedule.sync_interval) and self.go_on(step + 1):
-            self.sync_between_steps(step + 1)
+            self.sync_now(step + 1)
 
     def finalize(self, step: int) -> None:
         if self.outer is not None and self.final_sync_needed(step):
+            self.sync_now(step)
+
+    def sync_now(self, step: int) -> None:
+        """`sync_between_steps`, through survival's attempts when it is on (rolled back and retried in a new view
+        after a death, or the round discarded: core/survival.py)."""
+        if self.survival is None:
             self.sync_between_steps(step)
+        else:
+            self.survival.attempt(step, lambda: self.sync_between_steps(step), rerun_after_discard=False)
+
+    # ------------------------------------------------------------ surviving a death (core/survival.py)
+    def abandon_sync(self) -> None:
+        self.comm._pending_sync.clear()  # the link model's queue: the failed collectives never land
+
+    @torch.no_grad()
+    def discard_round(self, step: int) -> None:
+        """Drop the survivors' local steps of the interrupted round: θ ← a, and the round starts again here."""
+        assert self.outer is not None
+        for unit, theta in enumerate(self.engine.shards):
+            self.outer.reset(unit, theta)
+        self.last_sync_step = step
+
+    def join_first_sync(self, step: int) -> None:
+        """A replacement, θ = a and no local step (k = 0), takes part in the sync at `step` that admits it."""
+        self.last_sync_step = step
+        self.sync_now(step)
+
+    def trained_members(self) -> int:
+        """Replicas whose Δ the sync's sum holds: the group less the replacements in their first sync (Δ = 0)."""
+        fresh = () if self.survival is None else self.survival.fresh
+        return self.mesh.sync_size - len(fresh)
 
     # ------------------------------------------------------------ time budgets (edit-method.md §12)
     def stop_here(self, step: int, spent: bool) -> bool:
@@ -146,6 +176,9 @@ class LocalSGDMethod(Method):
         holds θ = a — a checkpoint moment."""
         self.last_sync_step = step
         self.n_syncs += 1
+        if self.survival is not None:  # who synced: the view's members, of whom the replacements sent Δ = 0
+            record.update(view=self.survival.view.number, members=self.mesh.sync_replicas,
+                          fresh=list(self.survival.fresh))
         self.log.record("sync", step=step, **record)
         if checkpoint:
             self.synced(step)
@@ -222,7 +255,9 @@ class DiLoCoMethod(LocalSGDMethod):
     def sync_between_steps(self, step: int) -> None:
         outer = self.outer
         assert outer is not None
-        R = self.mesh.replicas
+        if self.survival is not None:
+            self.survival.before_sync(step)  # the newest view, a replacement's state, the snapshot to roll back to
+        R = self.trained_members()
         deltas = [outer.pseudo_gradient(u, th) for u, th in enumerate(self.engine.shards)]
         flat = pack(deltas, self.wire)  # torch.cat, each unit on a block boundary in the integer wire formats
         self.comm.compressed_all_reduce(flat, group="sync", kind="sync_reduce", unit=None)

@@ -26,7 +26,12 @@ class SyncMethod(Method):
     name = "sync"
 
     def after_backward(self, step: int) -> None:
+        if self.survival is not None:  # the newest view (a replacement's state); θ moves only at the optimizer
+            self.survival.before_sync(step)
         self.all_reduce_grads_over_sync_group()
+
+    def syncs_in_step(self, step: int) -> bool:
+        return True
 
     def after_optimizer(self, step: int) -> None:
         self.synced(step + 1)  # replicas never diverge: every step ends in agreement
