@@ -14,7 +14,7 @@ LIBRARY = Path(edit_lab.__file__).parent
 MOST = 600
 
 #: Files still over the limit. Empty since issue 49 split the last three (config.py: its knobs (knob.py) and cross-field
-#: checks (config_checks.py); clock/virtual.py: the fabric (clock/fabric.py); clock/sim/programs.py: the synchronous
+#: checks (config/checks.py); clock/virtual.py: the fabric (clock/fabric.py); clock/sim/programs.py: the synchronous
 #: programs (clock/sim/replica.py)). A file may only come back here with its reason, and leave once it fits.
 TOO_LONG_FOR_NOW: set[str] = set()
 
