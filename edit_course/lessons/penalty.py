@@ -9,7 +9,6 @@ against the text without reading values off a curve.
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from edit_course.figures.values import exact_values  # noqa: F401 (the notebook calls lesson.exact_values)
 from edit_lab.config import AUTHORS_DETECTOR
 from edit_lab.records.analysis import penalty_table
 from edit_lab.records.run import Run
@@ -27,15 +27,6 @@ def authors_detector(arming: int) -> dict[str, Any]:
     no bias correction, no noise floor, no peers, no re-admission) with the arming period `arming` in syncs: the
     authors' E = 120 would not arm in a run of a few dozen syncs."""
     return {**{f"penalty_{k}": v for k, v in AUTHORS_DETECTOR.items()}, "penalty_arming": int(arming)}
-
-
-def exact_values(table: pd.DataFrame, summary: str = "Exact values", digits: int = 4) -> Any:
-    """`table` folded under `summary` (an HTML `<details>`, closed): the numbers a chart draws, for whoever wants
-    them. Returns the IPython HTML object (displayed when it is the last expression of a cell)."""
-    from IPython.display import HTML
-
-    shown = table.round(digits) if digits is not None else table
-    return HTML(f"<details><summary>{html.escape(summary)}</summary>\n{shown.to_html(na_rep='—')}\n</details>")
 
 
 def val_losses(runs: Sequence[Run], labels: Sequence[str]) -> pd.DataFrame:

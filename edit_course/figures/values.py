@@ -1,0 +1,67 @@
+"""The exact values under a chart, folded: a figure's numbers as a table a reader can check the text against.
+
+A reader should not have to read a value off a curve to check a sentence. `with_values(fig)` shows the figure and,
+under it, a closed `<details>` with every point it draws (`figure_values`: one row per point, the panel named by
+its y-axis title when the figure has several); `exact_values(table)` folds any table the same way.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import pandas as pd
+
+#: More points than this are cut (a timeline's spans are not a table anyone reads); the cut is said.
+MAX_ROWS = 400
+
+
+def exact_values(table: pd.DataFrame, summary: str = "Exact values", digits: int | None = 4) -> Any:
+    """`table` folded under `summary` (an HTML `<details>`, closed): the numbers a chart draws, for whoever wants
+    them. Returns the IPython HTML object (displayed when it is the last expression of a cell)."""
+    from IPython.display import HTML
+
+    shown = table.round(digits) if digits is not None else table
+    return HTML(f"<details><summary>{html.escape(summary)}</summary>\n{shown.to_html(na_rep='—')}\n</details>")
+
+
+def _axis_title(fig: Any, axis: str) -> str:
+    """The title of axis `x`, `x2`, `y3`… of `fig` ('' where it has none)."""
+    key = f"{axis[0]}axis{axis[1:]}"
+    title = fig.layout[key].title.text if key in fig.layout else None
+    return title or ""
+
+
+def figure_values(fig: Any, max_rows: int = MAX_ROWS) -> pd.DataFrame:
+    """Every (x, y) point of `fig`'s traces that have both: columns `trace` (its name, else its role), the x and
+    the y named by the axes' titles, and `panel` when the traces sit on several axes (the titles of the axes that
+    differ between panels: the x-axis's, the y-axis's or both)."""
+    rows = []
+    drawn = [t for t in fig.data if getattr(t, "x", None) is not None and getattr(t, "y", None) is not None]
+    axes = {(t.xaxis or "x", t.yaxis or "y") for t in drawn}
+    xs = {_axis_title(fig, a) for a, _ in axes}
+    ys = {_axis_title(fig, b) for _, b in axes}
+    for t in drawn:
+        meta = t.meta if isinstance(t.meta, dict) else {}
+        name = t.name or meta.get("role", "") + (f" {meta['replica']}" if "replica" in meta else "")
+        xt, yt = _axis_title(fig, t.xaxis or "x"), _axis_title(fig, t.yaxis or "y")
+        panel = " / ".join(title for title, differs in ((xt, len(xs) > 1), (yt, len(ys) > 1)) if differs and title)
+        rows += [{"panel": panel, "trace": name, "x": xi, "y": yi} for xi, yi in zip(t.x, t.y)]
+    table = pd.DataFrame(rows, columns=["panel", "trace", "x", "y"])
+    if len(axes) <= 1:
+        (xa, ya), = axes or {("x", "y")}
+        table = table.drop(columns="panel").rename(columns={"x": _axis_title(fig, xa) or "x",
+                                                            "y": _axis_title(fig, ya) or "y"})
+    if len(table) > max_rows:
+        table = table.head(max_rows)
+        table.attrs["cut"] = True
+    return table
+
+
+def with_values(fig: Any, summary: str = "Exact values of the figure") -> None:
+    """Show `fig`, then its points folded under it (`figure_values`, `exact_values`)."""
+    from IPython.display import display
+
+    table = figure_values(fig)
+    display(fig)
+    display(exact_values(table, summary + (f" (the first {MAX_ROWS} points)" if table.attrs.get("cut") else "")))

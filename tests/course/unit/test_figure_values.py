@@ -1,0 +1,44 @@
+"""The exact values under a chart (edit_course/figures/values.py), on hand-built figures whose points are known."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from edit_course.figures.values import exact_values, figure_values
+
+
+def test_one_panel_names_its_columns_by_the_axes():
+    fig = go.Figure([go.Scatter(x=[0, 10], y=[4.0, 3.5], name="edit"), go.Bar(x=["a"], y=[2.0], name="sync")])
+    fig.update_layout(xaxis_title="step", yaxis_title="validation loss")
+    t = figure_values(fig)
+    assert list(t.columns) == ["trace", "step", "validation loss"]
+    assert t.values.tolist() == [["edit", 0, 4.0], ["edit", 10, 3.5], ["sync", "a", 2.0]]
+
+
+def test_several_panels_keep_each_points_panel_and_a_nameless_trace_its_role():
+    fig = make_subplots(rows=1, cols=2)
+    fig.add_trace(go.Bar(x=["sync"], y=[7000.0], meta={"role": "own_pace", "replica": 1}), row=1, col=1)
+    fig.add_trace(go.Bar(x=["sync"], y=[4.5], name="replica 0"), row=1, col=2)
+    fig.update_yaxes(title_text="tokens/s", row=1, col=1)
+    fig.update_yaxes(title_text="seconds", row=1, col=2)
+    t = figure_values(fig)
+    assert t.values.tolist() == [["tokens/s", "own_pace 1", "sync", 7000.0], ["seconds", "replica 0", "sync", 4.5]]
+
+
+def test_many_points_are_cut_and_the_cut_is_said():
+    fig = go.Figure([go.Scatter(x=list(range(500)), y=[1.0] * 500, name="long")])
+    t = figure_values(fig, max_rows=400)
+    assert len(t) == 400 and t.attrs["cut"]
+    assert "<details><summary>Exact values</summary>" in exact_values(t).data
+
+
+def test_panels_that_differ_by_their_x_axis_are_named_by_it():
+    """09's loss against time and against MB: one y title, two x titles; each point says which panel it is in."""
+    fig = make_subplots(rows=1, cols=2)
+    fig.add_trace(go.Scatter(x=[0.5], y=[3.9], name="edit"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=[0.25], y=[3.9], name="edit"), row=1, col=2)
+    fig.update_xaxes(title_text="virtual seconds", row=1, col=1)
+    fig.update_xaxes(title_text="MB sent", row=1, col=2)
+    fig.update_yaxes(title_text="validation loss", row=1, col=1)
+    assert figure_values(fig)["panel"].tolist() == ["virtual seconds", "MB sent"]
