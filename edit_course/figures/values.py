@@ -39,8 +39,8 @@ def figure_values(fig: Any, max_rows: int = MAX_ROWS) -> pd.DataFrame:
     rows = []
     drawn = [t for t in fig.data if getattr(t, "x", None) is not None and getattr(t, "y", None) is not None]
     axes = {(t.xaxis or "x", t.yaxis or "y") for t in drawn}
-    xs = {_axis_title(fig, a) for a, _ in axes}
-    ys = {_axis_title(fig, b) for _, b in axes}
+    xs = {_axis_title(fig, a) for a, _ in axes} - {""}  # an untitled axis (a shared one's twin) names nothing
+    ys = {_axis_title(fig, b) for _, b in axes} - {""}
     for t in drawn:
         meta = t.meta if isinstance(t.meta, dict) else {}
         name = t.name or meta.get("role", "") + (f" {meta['replica']}" if "replica" in meta else "")
