@@ -189,7 +189,11 @@ def machine_paths(*extra: Path) -> list[tuple[str, str]]:
     for p in extra:
         for form in {str(p), str(Path(p).resolve())}:
             pairs[form] = "."
-    for p in (ROOT, Path.cwd(), Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
+    for p in (ROOT, Path.cwd()):  # the checkout keeps the tail (…/edit_lab), wherever it lies, /tmp too
+        for form in {str(p), str(p.resolve())}:
+            if len(form) > 1:
+                pairs.setdefault(form, "…")
+    for p in (Path(sys.prefix), Path(sys.base_prefix), Path(sys.exec_prefix),
               Path(sysconfig.get_paths()["purelib"]), Path(tempfile.gettempdir()), Path.home()):
         for form in {str(p), str(p.resolve())}:
             if len(form) > 1 and not _STRAY.fullmatch(form):  # a temporary folder goes whole, with its tail
