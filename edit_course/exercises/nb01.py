@@ -132,8 +132,8 @@ def check_slowdown_prediction(prediction: Any, measured: float, factor: float,
              if expected is not None else "")
     why = (f"Every step lasts as long as the straggler's, but the straggler stretches only its own compute (forward, "
            f"backward, optimizer), never a collective or the waiting: a step of s ms gains its pause p, so the "
-           f"fraction is s / (s + p), above 1/{factor:g} = {1 / factor:.2f}, which holds only if compute were all "
-           f"of a step.{model}")
+           f"fraction is s / (s + p), above 1/{factor:g} = {1 / factor:.2f} (the fraction only if compute were all "
+           f"of a step).{model}")
     return compare_prediction(prediction, measured, what="tokens/s with the straggler ÷ without", why=why,
                               rel_tol=0.15)
 

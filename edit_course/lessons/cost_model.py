@@ -115,15 +115,15 @@ def sync_gap_reason(measured: float, expected: float, peer_later_ms: float, timi
 
     Above: what the model leaves out only adds: the peer issued its transfer later (`peer_later_ms`, measured),
     and a core taken by another rank during a transfer (`timing`, e.g. `claims.timing_reason`).
-    Below: the forwards the model used were shorter than those the transfers really travelled under (a busy
-    core lengthens a forward while the link's charge stays), or the transfer started before this rank waited."""
+    Below: c, fitted as an average over the run's collectives, overstates these transfers' own cost, or a transfer
+    travelled under a wait the model does not count."""
     gap = measured - expected
     if gap > 0:
         peer = f"the peer issued later by {peer_later_ms:.1f} {unit}, which the model leaves out; " if peer_later_ms > 0 else ""
         return (f"{gap:.1f} {unit} more than the model: {peer}a transfer outlasts its calibrated cost when its ranks "
                 f"wait for a core; {timing}")
-    return (f"{-gap:.1f} {unit} less than the model: a transfer started before this rank's wait on the unit before it "
-            f"ended (it travelled under that wait too), which the model does not count; {timing}")
+    return (f"{-gap:.1f} {unit} less than the model: c, fitted as an average over the run's collectives, overstates "
+            f"these transfers' own cost, or a transfer travelled under a wait the model does not count; {timing}")
 
 
 def collective_ms(run: Any, nbytes: Sequence[int]) -> list[float]:
@@ -329,5 +329,6 @@ def check_many(claim: str, pairs: dict[str, tuple[float, float]], timing: str, r
     return verdict(f"{claim} (measured against the cost model, within {rel_tol:.0%} or {abs_ms:g} ms)",
                    bool(pairs) and not off, numbers,
                    why_not=(f"{why}: above, a late peer or a core taken mid-transfer (the model leaves both out); "
-                            f"below, a transfer that travelled under a wait the model does not count; {timing}"),
+                            f"below, c (a fitted average) overstating these transfers' own cost, or a transfer that travelled under a "
+                            f"wait the model does not count; {timing}"),
                    timing=True)
