@@ -93,8 +93,8 @@ def cost_model_figure(model: pd.DataFrame, measured: Mapping[bool, tuple[float, 
                              name="link time of one sync"))
     for prefetch, (mbps, ms) in measured.items():
         fig.add_trace(go.Scatter(x=[mbps], y=[ms], mode="markers", marker=dict(size=11, color=PREFETCH_COLORS[prefetch]),
-                                 name=f"this run, prefetch {'on' if prefetch else 'off'}"))
+                                 name=f"this run, prefetch {'on' if prefetch else 'off'} (median)"))
     fig.update_layout(template="plotly_white", height=380, xaxis_type="log", xaxis_title="sync-link bandwidth (MB/s)",
-                      yaxis_title="exposed ms per sync (rank 0)",
+                      yaxis_title="exposed ms per sync and rank",
                       title=f"The cost model: exposed ≈ t₀ + Σ max(0, t_l − f_(l−1)) (latency {latency_ms:g} ms)")
     return fig

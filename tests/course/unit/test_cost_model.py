@@ -141,7 +141,7 @@ def test_the_figures_draw_the_model_and_name_their_definition():
     curve = M.exposure_curve([1000, 2000], [5.0], 1.0, [1.0, 10.0])
     fig = cost_model_figure(curve, {True: (5.0, 3.0), False: (5.0, 6.0)}, latency_ms=1.0)
     names = [t.name for t in fig.data]
-    assert names[:2] == ["cost model, prefetch on", "cost model, prefetch off"] and "this run, prefetch on" in names
+    assert names[:2] == ["cost model, prefetch on", "cost model, prefetch off"] and "this run, prefetch on (median)" in names
     sweep = curve.rename(columns={"expected exposed ms": "exposed ms per sync", "link ms": "link ms per sync"})
     assert "cost model, prefetch off" in [t.name for t in prefetch_sweep_figure(sweep, 1.0, model=curve).data]
     bars = {"a": {"hidden": 1.0, "exposed": 2.0, "other": 0.0}}
