@@ -120,13 +120,20 @@ def check_all_reduce_mean(fn: Any) -> CheckResult:
                    "works.")
 
 
-def check_slowdown_prediction(prediction: Any, measured: float, factor: float) -> CheckResult:
-    """Predict, then run: tokens/s with one replica `factor`× slower, as a fraction of the baseline's."""
+def check_slowdown_prediction(prediction: Any, measured: float, factor: float,
+                              expected: float | None = None) -> CheckResult:
+    """Predict, then run: tokens/s with one replica `factor`× slower, as a fraction of the baseline's.
+
+    `expected`: the cost model's s / (s + p) from the runs (`edit_course.lessons.cost_model`), said in the answer;
+    the prediction is judged against the measurement."""
     from edit_course.exercises import compare_prediction
 
-    why = (f"Every step lasts as long as the straggler's, so the fraction is near 1/{factor:g} = {1 / factor:.2f}; "
-           f"above that, since a straggler stretches only its own compute (forward, backward, optimizer), never "
-           f"a collective, unless ranks sharing the cores push it down.")
+    model = (f" The cost model, from this run's step and pause, expects s / (s + p) = {expected:.2f}."
+             if expected is not None else "")
+    why = (f"Every step lasts as long as the straggler's, but the straggler stretches only its own compute (forward, "
+           f"backward, optimizer), never a collective or the waiting: a step of s ms gains its pause p, so the "
+           f"fraction is s / (s + p), above 1/{factor:g} = {1 / factor:.2f} (the fraction only if compute were all "
+           f"of a step).{model}")
     return compare_prediction(prediction, measured, what="tokens/s with the straggler ÷ without", why=why,
                               rel_tol=0.15)
 

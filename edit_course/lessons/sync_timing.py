@@ -229,6 +229,27 @@ def wait_parts(run: RunLike) -> dict[str, float]:
     return {p: float(per[p].median()) for p in WAIT_PARTS}
 
 
+def median_sync_parts(run: RunLike) -> dict[str, float]:
+    """The parts of one sync that add up: of the training syncs × ranks, the one whose exposed `sync_reduce` time is
+    the median (the lower of the two middle ones when their number is even), with its "exposed ms" and
+    `WAIT_PARTS` (link + peer later + rest = exposed), its "step" and "rank". `wait_parts` takes each part's own
+    median instead, so its parts need not add up. Zeros when the run never synced."""
+    r = as_run(run)
+    rows: dict[tuple[int, int], list[float]] = {}
+    for step, rank, _, exposed, later, charged in _wait_rows(r, set(training_syncs(r))):
+        acc = rows.setdefault((step, rank), [0.0, 0.0, 0.0, 0.0])
+        acc[0] += exposed
+        acc[1] += charged
+        acc[2] += later
+        acc[3] += exposed - later - charged
+    if not rows:
+        return {"exposed ms": 0.0, **{p: 0.0 for p in WAIT_PARTS}, "step": -1, "rank": -1}
+    ordered = sorted(rows.items(), key=lambda kv: (kv[1][0], kv[0]))
+    (step, rank), (exposed, link, later, rest) = ordered[(len(ordered) - 1) // 2]
+    return {"exposed ms": 1e3 * exposed, "link ms": 1e3 * link, "peer later ms": 1e3 * later, "rest ms": 1e3 * rest,
+            "step": step, "rank": rank}
+
+
 def unit_waits(run: RunLike, step: int, rank: int = 0) -> pd.DataFrame:
     """`wait_parts` unit by unit for the sync at `step` on `rank` (ms): exposed, and of it how much the peer came
     later, what the link charged, and the rest. One row per unit."""

@@ -83,3 +83,10 @@ def test_check_slowdown_prediction(capsys):
     assert not check_slowdown_prediction(0.9, 0.56, 2.0)  # as if the straggler cost nothing
     assert "1/2 = 0.50" in capsys.readouterr().out
     assert not check_slowdown_prediction(None, 0.56, 2.0)
+
+
+def test_check_slowdown_prediction_says_the_cost_models_fraction(capsys):
+    assert check_slowdown_prediction(0.75, 0.79, 2.0, expected=0.70)  # judged against the measured 0.79
+    out = capsys.readouterr().out
+    assert "s / (s + p) = 0.70" in out and "only if compute were all of a step" in out
+    assert not check_slowdown_prediction(0.5, 0.79, 2.0, expected=0.70)  # 1/k: compute taken for all of a step
