@@ -48,8 +48,8 @@ a kill) and shuts its manager down (its heartbeats stop). Two episodes, by when 
 
 At the sync after the leave the survivors' quorum is the two of them once the leaver's heartbeat has expired (the
 Lighthouse's `heartbeat_timeout_ms`, 1.5 s here; its `join_timeout_ms` is long, so a slow thread is waited for,
-never left out of a quorum). Every sync attempt is recorded in `rounds` (its step, committed or not, the quorum's
-size, θ and the anchors after it).
+never left out of a quorum). Every sync attempt is recorded in `rounds` (its step, committed or not, the manager's
+step, the quorum's size, θ, the anchors and the outer momenta after it).
 """
 
 from __future__ import annotations
@@ -70,10 +70,16 @@ from edit_lab.train.trainer import make_optimizer
 
 
 def _state(model: nn.Module, diloco: Any) -> dict[str, Any]:
-    """θ (the model's parameters) and every fragment's anchor (`original_parameters`), copied."""
+    """θ (the model's parameters), every fragment's anchor (`original_parameters`) and its outer optimizer's
+    momentum buffers (by the fragment's parameter names; absent before its first outer step), copied."""
+    momenta = []
+    for f in diloco._fragments:
+        state = f._outer_optimizer.state
+        momenta.append({n: state[p]["momentum_buffer"].detach().clone()
+                        for n, p in f._model_fragment.named_parameters() if "momentum_buffer" in state.get(p, {})})
     return {"theta": {k: v.detach().clone() for k, v in model.state_dict().items()},
             "anchors": [{n: f.original_parameters[n].detach().clone() for n in f.original_parameters}
-                        for f in diloco._fragments]}
+                        for f in diloco._fragments], "momenta": momenta}
 
 
 def _closing_sync(manager: Any, diloco: Any, last: list[int], steps: int) -> dict[str, Any]:
@@ -158,7 +164,7 @@ def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, clos
                         last[performed] = step + 1
                         snapshots.append({"step": step + 1, "fragment": performed, **_state(model, diloco)})
                     if diloco._local_step == 0:  # a sync was attempted after this step (DiLoCo: every H steps)
-                        rounds.append({"step": step + 1, "committed": committed,
+                        rounds.append({"step": step + 1, "committed": committed, "manager_step": manager.current_step(),
                                        "participants": manager.num_participants(), **_state(model, diloco)})
             if closing and leave_at is None:
                 end = {**_closing_sync(manager, diloco, last, cfg.steps), **_state(model, diloco)}
@@ -173,8 +179,9 @@ def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, clos
 def torchft_diloco(cfg: RunConfig, fragments: int = 1, closing: bool = False,
                    leave: tuple[int, int] | None = None, leave_in_quorum: bool = True) -> list[dict[str, Any]]:
     """Run torchft's DiLoCo on cfg.replicas threads; per replica: {"snapshots": [{step, fragment, theta,
-    anchors}], "rounds": [{step, committed, participants, theta, anchors}], "fragments": [[unit, …] per
-    fragment], "closing": None or {landed, synced, theta, anchors}}, one snapshot after every committed outer step
+    anchors, momenta}], "rounds": [{step, committed, manager_step, participants, theta, anchors, momenta}],
+    "fragments": [[unit, …] per fragment], "closing": None or {landed, synced, theta, anchors, momenta}},
+    one snapshot after every committed outer step
     of the loop, one round after every sync attempt; with `closing`, the state after the closing sync built from
     torchft's primitives (module docstring), and which fragments it landed and synced.
 

@@ -8,7 +8,8 @@ rank processes (`EDIT_LAB_WARM_WORKERS=0`: a warm fork server started earlier wo
 rank then wraps, in its own process, two methods of `LocalSGDMethod` (the lab's code runs unchanged inside them):
 
 - `sync_finished` (the end of a completed sync): writes {"kind": "sync", "step", "replica", "shard", "members",
-  "theta": [unit shards], "anchors": [unit shards]};
+  "n_syncs", "theta": [unit shards], "anchors": [unit shards], "momentum": [the outer SGD's momentum buffer of
+  each unit's anchor shard, None before its first step]};
 - `discard_round` (`survive_on_failure="discard"`: θ ← a): the same with "kind": "discard".
 
 One file per record, `{folder}/r{replica}s{shard}-{n:03d}.pt`, n counting that rank's records. Without the
@@ -32,7 +33,10 @@ if os.environ.get("EDIT_LAB_ANCHOR_TAP"):
         rec = {"kind": kind, "step": step, "replica": mesh.replica, "shard": mesh.shard,
                "members": list(mesh.sync_replicas),
                "theta": [t.detach().clone() for t in method.engine.shards],
-               "anchors": [a.detach().clone() for a in method.outer.anchors]}
+               "anchors": [a.detach().clone() for a in method.outer.anchors], "n_syncs": method.n_syncs,
+               "momentum": [method.outer.optimizer.state[a]["momentum_buffer"].clone()
+                            if "momentum_buffer" in method.outer.optimizer.state[a] else None
+                            for a in method.outer.anchors]}
         folder = Path(os.environ["EDIT_LAB_ANCHOR_TAP"])
         folder.mkdir(parents=True, exist_ok=True)
         torch.save(rec, folder / f"r{mesh.replica}s{mesh.shard}-{_count[0]:03d}.pt")
