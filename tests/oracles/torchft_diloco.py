@@ -166,7 +166,7 @@ def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, clos
                     if diloco._local_step == 0:  # a sync was attempted after this step (DiLoCo: every H steps)
                         rounds.append({"step": step + 1, "committed": committed, "manager_step": manager.current_step(),
                                        "participants": manager.num_participants(), **_state(model, diloco)})
-            if closing and leave_at is None:
+            if closing:
                 end = {**_closing_sync(manager, diloco, last, cfg.steps), **_state(model, diloco)}
         finally:
             manager.shutdown(wait=False)
@@ -181,14 +181,14 @@ def torchft_diloco(cfg: RunConfig, fragments: int = 1, closing: bool = False,
     """Run torchft's DiLoCo on cfg.replicas threads; per replica: {"snapshots": [{step, fragment, theta,
     anchors, momenta}], "rounds": [{step, committed, manager_step, participants, theta, anchors, momenta}],
     "fragments": [[unit, …] per fragment], "closing": None or {landed, synced, theta, anchors, momenta}},
-    one snapshot after every committed outer step
-    of the loop, one round after every sync attempt; with `closing`, the state after the closing sync built from
-    torchft's primitives (module docstring), and which fragments it landed and synced.
+    one snapshot after every committed outer step of the loop, one round after every sync attempt; with
+    `closing`, the state after the closing sync built from torchft's primitives (module docstring), and which
+    fragments it landed and synced.
 
     `leave=(replica, step)`: that replica leaves at the start of its inner step `step`; with `leave_in_quorum`
     (step + 1 a sync step) after joining the coming sync's quorum, so that the survivors' commit fails (module
-    docstring). The survivors go on as a quorum of R − 1 and no closing sync is built; the leaver's entry holds
-    what it recorded before it left."""
+    docstring). The survivors go on as a quorum of R − 1 (no closing sync: `closing` must be False); the
+    leaver's entry holds what it recorded before it left."""
     from torchft.coordination import LighthouseServer
 
     leave_at, min_size, lh, pg_timeout = None, cfg.replicas, {}, datetime.timedelta(seconds=30)
@@ -196,6 +196,7 @@ def torchft_diloco(cfg: RunConfig, fragments: int = 1, closing: bool = False,
         # torchft does not close a failed collective's group: the survivor whose peer in the ring was the other
         # survivor (which failed first and moved on) waits out gloo's timeout, then both meet in the next quorum
         pg_timeout = datetime.timedelta(seconds=5)
+        assert not closing, "no closing sync is built after a leave"
         assert fragments == 1 and (not leave_in_quorum or (leave[1] + 1) % cfg.schedule.sync_interval == 0), \
             "DiLoCo, and a sync step to leave from its quorum"
         leave_at, min_size = leave[1], cfg.replicas - 1
