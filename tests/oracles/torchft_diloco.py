@@ -28,12 +28,35 @@ Where the two definitions meet (and where they do not):
 Threads, not processes: a replica group of torchft is a `Manager`, and a few of them in one process start in
 a fraction of a second, where fresh processes would each import torch first. Each thread records, after
 every outer step, its parameters θ and every fragment's anchor (`original_parameters`).
+
+A replica that leaves (`leave=(replica, step)`, DiLoCo's one fragment: the lab's `survive=True`, edit-method.md
+§16). A thread cannot be SIGKILLed, so the leaver stops participating, with torchft's own calls, at the start of
+its inner step `step` (steps 0 … step−1 trained): it aborts its process group (`ProcessGroupGloo.abort`, which drops
+gloo's context: its sockets close, and a peer's collective with it fails with "Connection closed by peer", as after
+a kill) and shuts its manager down (its heartbeats stop). Two episodes, by when that happens:
+
+- `leave_in_quorum=True` (the lab's `discard`; step + 1 a sync step): first it joins the quorum of the coming sync
+  (`Manager.start_quorum`, what DiLoCo's post-hook would do after the inner step `step`), then leaves before its
+  all-reduce. The survivors, in that quorum with it, find their all-reduce failed, torchft's `Manager` turns that
+  into `should_commit() == False` and `DiLoCo`'s perform restores every parameter to its anchor and skips the
+  outer step: the round is discarded. Only the survivor whose ring neighbour was the leaver fails at once; the
+  other may be waiting on that survivor, which moved on: torchft leaves a failed group open until the next quorum
+  reconfigures it, so that one fails after gloo's timeout (5 s here; the lab closes the group at once, §16).
+- `leave_in_quorum=False` (the lab's `retry`): it leaves inside the round, in no quorum. The survivors' next quorum
+  (once its heartbeat has expired) is the two of them, the group is rebuilt for two, and the sync commits the mean
+  of their two pseudo-gradients: nothing is discarded.
+
+At the sync after the leave the survivors' quorum is the two of them once the leaver's heartbeat has expired (the
+Lighthouse's `heartbeat_timeout_ms`, 1.5 s here; its `join_timeout_ms` is long, so a slow thread is waited for,
+never left out of a quorum). Every sync attempt is recorded in `rounds` (its step, committed or not, the manager's
+step, the quorum's size, θ, the anchors and the outer momenta after it).
 """
 
 from __future__ import annotations
 
 import datetime
 import threading
+import time
 from typing import Any
 
 import torch
@@ -47,10 +70,16 @@ from edit_lab.train.trainer import make_optimizer
 
 
 def _state(model: nn.Module, diloco: Any) -> dict[str, Any]:
-    """θ (the model's parameters) and every fragment's anchor (`original_parameters`), copied."""
+    """θ (the model's parameters), every fragment's anchor (`original_parameters`) and its outer optimizer's
+    momentum buffers (by the fragment's parameter names; absent before its first outer step), copied."""
+    momenta = []
+    for f in diloco._fragments:
+        state = f._outer_optimizer.state
+        momenta.append({n: state[p]["momentum_buffer"].detach().clone()
+                        for n, p in f._model_fragment.named_parameters() if "momentum_buffer" in state.get(p, {})})
     return {"theta": {k: v.detach().clone() for k, v in model.state_dict().items()},
             "anchors": [{n: f.original_parameters[n].detach().clone() for n in f.original_parameters}
-                        for f in diloco._fragments]}
+                        for f in diloco._fragments], "momenta": momenta}
 
 
 def _closing_sync(manager: Any, diloco: Any, last: list[int], steps: int) -> dict[str, Any]:
@@ -70,8 +99,17 @@ def _closing_sync(manager: Any, diloco: Any, last: list[int], steps: int) -> dic
     return {"landed": landed, "synced": synced}
 
 
+def _leave(manager: Any, in_quorum: bool) -> None:
+    """The leaver's part (module docstring): in the coming sync's quorum or not, then gone."""
+    if in_quorum:
+        manager.start_quorum()
+    manager._pg.abort()  # torchft's ProcessGroupGloo: the gloo context dropped, its connections closed
+    # (the caller's `finally` then shuts the manager down: its heartbeats stop)
+
+
 def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, closing: bool, out: dict[int, Any],
-             errors: list[BaseException]) -> None:
+             errors: list[BaseException], start: threading.Barrier, leave_at: int | None, leave_in_quorum: bool,
+             min_size: int, pg_timeout: datetime.timedelta) -> None:
     try:
         import torch.distributed as dist
         from torchft import Manager
@@ -88,7 +126,7 @@ def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, clos
                                   nesterov=cfg.outer.nesterov, fused=True) for f in frags]
         store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
         timeout = datetime.timedelta(seconds=30)
-        manager = Manager(pg=ProcessGroupGloo(timeout=timeout), min_replica_size=cfg.replicas, use_async_quorum=False,
+        manager = Manager(pg=ProcessGroupGloo(timeout=pg_timeout), min_replica_size=min_size, use_async_quorum=False,
                           load_state_dict=lambda sd: (model.load_state_dict(sd["model"]),
                                                       inner.load_state_dict(sd["inner"])),
                           state_dict=lambda: {"model": model.state_dict(), "inner": inner.state_dict()},
@@ -96,6 +134,7 @@ def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, clos
                           world_size=1, lighthouse_addr=lighthouse, connect_timeout=timeout, quorum_timeout=timeout,
                           timeout=timeout, init_sync=False)
         snapshots: list[dict[str, Any]] = []
+        rounds: list[dict[str, Any]] = []  # every sync attempt, committed or not
         losses: list[float] = []
         last = [0] * len(frags)  # each fragment's last outer step (after that many inner steps; W = 0)
         end: dict[str, Any] | None = None
@@ -105,7 +144,11 @@ def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, clos
                         fragment_sync_delay=cfg.streaming.fragment_sync_delay if streaming else 0,
                         fragment_update_alpha=cfg.streaming.fragment_update_alpha if streaming else 0.0,
                         backup_device=torch.device("cpu"), pin_memory=False) as diloco:
+                start.wait(timeout=60)  # every manager heartbeats before the first quorum (a late one is no straggler)
                 for step in range(cfg.steps):
+                    if step == leave_at:
+                        _leave(manager, leave_in_quorum)
+                        break
                     before = manager.current_step()
                     inner.zero_grad(set_to_none=True)
                     x, y = train_batch(corpus, step, replica, 0, cfg.data.batch_size, cfg.data.seq_len, cfg.seed)
@@ -115,31 +158,56 @@ def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, clos
                     if cfg.inner.grad_clip > 0:
                         torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.inner.grad_clip)
                     inner.step()  # DiLoCo's post-hook: prepare and perform fragments
-                    if manager.current_step() != before:  # an outer step committed after this step
+                    committed = manager.current_step() != before  # an outer step committed after this step
+                    if committed:
                         performed = before % len(frags)  # torchft's `_current_fragment` at the perform
                         last[performed] = step + 1
                         snapshots.append({"step": step + 1, "fragment": performed, **_state(model, diloco)})
+                    if diloco._local_step == 0:  # a sync was attempted after this step (DiLoCo: every H steps)
+                        rounds.append({"step": step + 1, "committed": committed, "manager_step": manager.current_step(),
+                                       "participants": manager.num_participants(), **_state(model, diloco)})
             if closing:
                 end = {**_closing_sync(manager, diloco, last, cfg.steps), **_state(model, diloco)}
         finally:
             manager.shutdown(wait=False)
-        out[replica] = {"snapshots": snapshots, "losses": losses, "fragments": fragment_units(len(units), fragments),
-                        "closing": end}
+        out[replica] = {"snapshots": snapshots, "rounds": rounds, "losses": losses,
+                        "fragments": fragment_units(len(units), fragments), "closing": end}
     except BaseException as e:  # surfaced by the caller with the replica's traceback
         errors.append(e)
 
 
-def torchft_diloco(cfg: RunConfig, fragments: int = 1, closing: bool = False) -> list[dict[str, Any]]:
+def torchft_diloco(cfg: RunConfig, fragments: int = 1, closing: bool = False,
+                   leave: tuple[int, int] | None = None, leave_in_quorum: bool = True) -> list[dict[str, Any]]:
     """Run torchft's DiLoCo on cfg.replicas threads; per replica: {"snapshots": [{step, fragment, theta,
-    anchors}], "fragments": [[unit, …] per fragment], "closing": None or {landed, synced, theta, anchors}},
-    one snapshot after every committed outer step of the loop; with `closing`, the state after the closing
-    sync built from torchft's primitives (module docstring), and which fragments it landed and synced."""
+    anchors, momenta}], "rounds": [{step, committed, manager_step, participants, theta, anchors, momenta}],
+    "fragments": [[unit, …] per fragment], "closing": None or {landed, synced, theta, anchors, momenta}},
+    one snapshot after every committed outer step of the loop, one round after every sync attempt; with
+    `closing`, the state after the closing sync built from torchft's primitives (module docstring), and which
+    fragments it landed and synced.
+
+    `leave=(replica, step)`: that replica leaves at the start of its inner step `step`; with `leave_in_quorum`
+    (step + 1 a sync step) after joining the coming sync's quorum, so that the survivors' commit fails (module
+    docstring). The survivors go on as a quorum of R − 1 (no closing sync: `closing` must be False); the
+    leaver's entry holds what it recorded before it left."""
     from torchft.coordination import LighthouseServer
 
-    lighthouse = LighthouseServer(bind="[::]:0", min_replicas=cfg.replicas)
+    leave_at, min_size, lh, pg_timeout = None, cfg.replicas, {}, datetime.timedelta(seconds=30)
+    if leave is not None:
+        # torchft does not close a failed collective's group: the survivor whose peer in the ring was the other
+        # survivor (which failed first and moved on) waits out gloo's timeout, then both meet in the next quorum
+        pg_timeout = datetime.timedelta(seconds=5)
+        assert not closing, "no closing sync is built after a leave"
+        assert fragments == 1 and (not leave_in_quorum or (leave[1] + 1) % cfg.schedule.sync_interval == 0), \
+            "DiLoCo, and a sync step to leave from its quorum"
+        leave_at, min_size = leave[1], cfg.replicas - 1
+        lh = dict(join_timeout_ms=20_000, heartbeat_timeout_ms=1_500)  # wait for the slow, drop the silent
+    lighthouse = LighthouseServer(bind="[::]:0", min_replicas=min_size, **lh)
     out: dict[int, Any] = {}
     errors: list[BaseException] = []
-    threads = [threading.Thread(target=_replica, args=(cfg, r, lighthouse.address(), fragments, closing, out, errors))
+    start = threading.Barrier(cfg.replicas, action=lambda: time.sleep(0.5))  # a few heartbeats from every manager
+    threads = [threading.Thread(target=_replica, args=(cfg, r, lighthouse.address(), fragments, closing, out, errors,
+                                                       start, leave_at if leave and r == leave[0] else None,
+                                                       leave_in_quorum, min_size, pg_timeout))
                for r in range(cfg.replicas)]
     try:
         for t in threads:
