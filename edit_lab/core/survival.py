@@ -231,7 +231,7 @@ class Survival:
             torch.save(self.state_for_joiner(step), buf)
             self.store.set(views.state_key(view.number, self.mesh.shard), buf.getvalue())
             self.log.record("transfer", step=step, view=view.number, to=list(view.joined), bytes=buf.tell(),
-                            side="donor", ms=1e3 * (self.log.clock.now() - t1))
+                            side="donor", t0=t1, ms=1e3 * (self.log.clock.now() - t1))
         self.adopt(view, step, t0, after)
 
     # ------------------------------------------------------------ one sync attempt after another
@@ -268,7 +268,8 @@ class Survival:
                     self.unjudged = False
                 if retry_t0 is not None:
                     self.log.record("retry", step=step, view=self.view.number if self.view else None,
-                                    mode=self.cfg.runtime.survive_on_failure, ms=1e3 * (self.log.clock.now() - retry_t0))
+                                    mode=self.cfg.runtime.survive_on_failure, t0=retry_t0,
+                                    ms=1e3 * (self.log.clock.now() - retry_t0))
                 return out
             # out of the `except`: its traceback held the failed collective's work, and with it the old group
             discarded = self.recover(failure, step)
@@ -297,7 +298,7 @@ class Survival:
             self.snapshot = None
         self.log.record("detection", step=step, view=view.number, error=failure[:200],
                         blocked_ms=blocked, t=t_fail)
-        self.log.record("rollback", step=step, view=view.number, restored=rolled,
+        self.log.record("rollback", step=step, view=view.number, restored=rolled, t0=t_fail,
                         ms=1e3 * (clock.now() - t_fail))
         self.store.set(views.failed_key(view.number, self.mesh.rank), str(step))
         t0 = clock.now()
@@ -326,5 +327,5 @@ class Survival:
         raw = self.fetch(views.state_key(v.number, self.mesh.shard))
         state = torch.load(io.BytesIO(raw), weights_only=True)
         self.log.record("transfer", step=state["step"], view=v.number, to=[me], bytes=len(raw), side="joiner",
-                        ms=1e3 * (self.log.clock.now() - t1), waited_ms=1e3 * (t1 - t0))
+                        t0=t1, ms=1e3 * (self.log.clock.now() - t1), waited_ms=1e3 * (t1 - t0))
         return v, state  # the caller loads the state, then adopts the view (`on_view` resets its detectors after)

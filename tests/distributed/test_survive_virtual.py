@@ -55,7 +55,7 @@ def _compare(real, virtual, exact: bool) -> None:
         assert all(torch.allclose(sa[k], sb[k], rtol=0, atol=1e-4) for k in sa)
 
 
-@pytest.mark.parametrize("method", ["diloco", "edit"])
+@pytest.mark.parametrize("method", ["sync", "diloco", "edit"])
 def test_virtual_equals_real_bit_for_bit_on_a_kill_with_two_replicas(tmp_path, method):
     """R = 2, the survivor trains alone from 20 to 40, the replacement joins from its state at 40."""
     real = _run(tmp_path / "real", "wall", method, 2)
