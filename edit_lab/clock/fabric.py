@@ -289,18 +289,21 @@ class Fabric:
     def notify(self) -> None:
         """The store changed: wake the waits that it made ready (lock held by the caller or taken here)."""
         with self.cond:
+            woken = False
             for c in self.waiting.values():
                 if c is not None and c.op == "store" and c.done_at is None:
                     c.done_at = c.ready()
-            self._schedule()
+                    woken = woken or c.done_at is not None
+            if woken:  # only then: a schedule in the middle of a death's handling could see a false deadlock
+                self._schedule()
 
     def fail_collectives_of(self, rank: int) -> None:
-        """`rank` died: every open collective it is a member of fails for the members that arrived."""
+        """`rank` died: every open collective it is a member of fails for the members that arrived (the caller, a
+        death's handling under the lock, schedules once it is done)."""
         with self.cond:
-            for key, coll in list(self.open.items()):
-                if rank in coll.members and self._failed(key[0], coll):
-                    del self.open[key]
-            self._schedule()
+            failed = [key for key, coll in list(self.open.items()) if rank in coll.members and self._failed(key[0], coll)]
+            for key in failed:
+                del self.open[key]
 
     def _failed(self, gkey: tuple, coll: Collective) -> bool:
         """A member of `coll` is dead (for this group): it fails, each arrived member at its own time."""

@@ -234,8 +234,8 @@ class Episode:
             fabric.failure = (rank, f"replica {replica} died ({why}): {len(members)} live replica(s) left, fewer than "
                                     f"survive_min_replicas={cfg.runtime.survive_min_replicas}; the run ends")
             return
+        fabric.fail_collectives_of(rank)  # first: a schedule with its peers still waiting on it would be a deadlock
         self.view = self.publish(View(self.view.number + 1, members, died=(replica,), reason=why), t_pub)
-        fabric.fail_collectives_of(rank)
         if cfg.runtime.rejoin_step >= 0:
             self.life[replica] += 1
             fabric.dead[rank].replaced = True

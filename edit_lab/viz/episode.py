@@ -51,10 +51,15 @@ def episode_spans(run: Any) -> list[dict[str, Any]]:
         t = d["t"] - (d.get("since_last_step_ms") or 0.0) / 1e3  # its last step's start: where it died
         out.append({"piece": "death", "replica": d["replica"], "t0": t, "t1": t,
                     "text": f"replica {d['replica']} dies ({d.get('cause', '')}); confirmed at {d['t']:.3f} s"})
+    costs = (run.summary.get("survival") or {}).get("costs_ms") or {} if (run.path / "summary.json").exists() else {}
+    load = (costs.get("transfer_joiner_ms") or {}).get("mean")  # the replacement's own rows are not in syncs.jsonl
     for v in (r for r in launcher if r["kind"] == "view" and r.get("joined")):
         for j in v["joined"]:
             out.append({"piece": "join", "replica": j, "t0": v["t"], "t1": v["t"],
                         "text": f"view {v['view']}: replica {j} joins (asked at step {v.get('asked_at_step')})"})
+            if load is not None:
+                out.append({"piece": "transfer", "replica": j, "t0": v["t"], "t1": v["t"] + load / 1e3,
+                            "text": f"replica {j} loads the donor's state (summary.json's mean)"})
     for row in run.syncs:
         kind, ms = row.get("kind"), row.get("ms")
         if kind == "detection" and row.get("t") is not None and row.get("blocked_ms") is not None:

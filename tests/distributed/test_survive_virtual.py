@@ -92,3 +92,24 @@ def test_the_virtual_episode_is_charged_and_deterministic(tmp_path, kind):
     joiner = costs["transfer_joiner_ms"]["mean"] / 1e3
     assert joiner > 5e-3  # at least the link's latency: the state's bytes crossed the link
     assert ("hung" in runs[0].summary["survival"]["deaths"][0]["cause"]) == (kind == "hang")
+
+
+def test_a_death_inside_edit_s_layerwise_sync_on_the_virtual_clock(tmp_path):
+    """Replica 1 dies right before unit 1 of step 20's sync, its unit-1 transfer issued (prefetch): the survivors'
+    sync fails in that unit, is rolled back and retried; their anchors from then on are those of a death before the
+    sync began (test_survive.py's check on real processes, here on the virtual clock)."""
+    inside = _run(tmp_path / "inside", "virtual", "edit", 3, fault_replica_unit=1, rejoin_step=-1)
+    before = _run(tmp_path / "before", "virtual", "edit", 3, rejoin_step=-1)
+    kinds = [r["kind"] for r in read_jsonl(inside.path / "syncs.jsonl") if r["step"] == 20]
+    assert kinds == ["detection", "rollback", "view", "sync", "retry"], kinds
+    crcs = lambda run: {(e["step"], e["unit"]): e["data"]["anchor"] for p in run.path.glob("events-rank0.jsonl")  # noqa: E731
+                        for e in read_jsonl(p) if e["kind"] == "checksum" and e["step"] >= 20}
+    assert crcs(inside) and crcs(inside) == crcs(before)
+
+
+def test_below_the_minimum_the_virtual_run_ends_with_the_reason(tmp_path):
+    from edit_lab import WorkerError
+
+    with pytest.raises(WorkerError) as info:
+        _run(tmp_path / "run", "virtual", "diloco", 3, survive_min_replicas=3)
+    assert "survive_min_replicas=3" in str(info.value) and "replica 1 died" in str(info.value)
