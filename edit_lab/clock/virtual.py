@@ -24,6 +24,10 @@ rank a thread of *this* process, on a clock that a cost model advances instead o
   recorded here: those hold the shard group's transfers folded into the calibrated per-unit compute,
   which a real straggler does not stretch (stragglers.py). A random pause advances the clock by its length.
 
+Deaths and joins (`survive=True`, clock/survive_virtual.py): a replica's death ends its thread, its peers'
+collectives fail as gloo's do, and the real `core.survival.Survival` reacts; the launcher's side publishes the
+views on an in-process store read as of each rank's clock.
+
 Time only (`virtual_compute = "charged"`, time_only.py): the same ranks, methods and fabric on a stand-in model
 that issues the engine's collectives with the real model's bytes and charges the same costs, computing nothing;
 the same timeline, event for event, without losses (NaN).

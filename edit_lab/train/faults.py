@@ -14,7 +14,8 @@ different path of the launcher:
 
 A whole replica fails with ``fault_replica`` (``kill`` or ``hang``, every rank of it at
 ``fault_replica_step``): the unit of failure survival (`edit_lab.core.survival`) trains through. Only the
-replica's first life fails: its replacement (``life`` > 0) trains on.
+replica's first life fails: its replacement (``life`` > 0) trains on. On the virtual clock the replica's threads
+raise `ReplicaDeath` instead (a SIGKILL would end the caller's process).
 
 The worker calls `inject` at the start of each step and `maybe_poison_loss` + `check_finite` right
 after the forward; with the defaults (``fault_rank=-1``) all three are no-ops.

@@ -20,7 +20,7 @@ from tests.helpers import small
 pytestmark = pytest.mark.slow
 
 
-def _run(out, clock: str, method: str, replicas: int, **kw):
+def _run(out, clock: str, method: str = "diloco", replicas: int = 3, **kw):
     cfg = dict(method=method, shards=1, replicas=replicas, steps=60, warmup_steps=10, sync_interval=5,
                eval_every=10, survive=True, fault_replica=1, fault_replica_step=20, rejoin_step=40, checksums=True,
                out=str(out), timeout_s=20, clock=clock)
@@ -113,3 +113,26 @@ def test_below_the_minimum_the_virtual_run_ends_with_the_reason(tmp_path):
     with pytest.raises(WorkerError) as info:
         _run(tmp_path / "run", "virtual", "diloco", 3, survive_min_replicas=3)
     assert "survive_min_replicas=3" in str(info.value) and "replica 1 died" in str(info.value)
+
+
+@pytest.mark.parametrize("changes, views, episode", [
+    (dict(method="edit", survive_on_failure="discard"), [[0, 1, 2], [0, 2], [0, 1, 2]],
+     [("detection", 20), ("view", 20), ("discard", 20), ("retry", 20), ("view", 40)]),
+    (dict(method="diloco", survive_on_failure="discard"), [[0, 1, 2], [0, 2], [0, 1, 2]],
+     [("view", 25), ("discard", 25), ("view", 40)]),  # the survivors meet the new view at 25's start
+    (dict(method="edit", fault_replica=0), [[0, 1, 2], [1, 2], [0, 1, 2]],
+     [("detection", 20), ("view", 20), ("retry", 20), ("view", 40)]),
+    (dict(method="diloco", steps=58, fault_replica_step=57, rejoin_step=-1), [[0, 1, 2], [0, 2]],
+     [("detection", 58), ("view", 58), ("retry", 58)]),  # a death before the closing sync
+    (dict(method="sync"), [[0, 1, 2], [0, 2], [0, 1, 2]],
+     [("detection", 20), ("view", 20), ("retry", 20), ("view", 40)]),
+])
+def test_the_other_episodes_on_the_virtual_clock(tmp_path, changes, views, episode):
+    """test_survive.py's other scenarios on the virtual clock: discard, replica 0's death (its duties and the
+    model move to replica 1), a death before the closing sync, synchronous training."""
+    run = _run(tmp_path / "run", "virtual", **{"replicas": 3, **changes})
+    assert _views(run) == views
+    rows = [(r["kind"], r["step"]) for r in read_jsonl(run.path / "syncs.jsonl")
+            if r["kind"] in ("detection", "discard", "retry", "view") and r["step"] > 0]
+    assert rows == episode
+    assert (run.path / "model.pt").exists()
