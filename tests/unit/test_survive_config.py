@@ -89,3 +89,11 @@ def test_a_lost_peer_is_told_from_a_bug():
     assert not is_peer_loss(RuntimeError("shape mismatch: value tensor of shape [4] cannot be broadcast"))
     assert not is_peer_loss(ValueError("Connection closed by peer"))  # not a collective's error type
     assert not is_peer_loss(FloatingPointError("rank 1: the loss is nan at step 20"))
+
+
+def test_the_simulator_refuses_survival_rather_than_predicting_a_run_without_its_death():
+    from edit_lab.clock.sim.predict import simulate
+
+    with pytest.raises(ConfigError) as info:
+        simulate(_cfg(), costs=None)
+    assert str(info.value).startswith("survive=True") and "clock='virtual'" in str(info.value)
