@@ -179,7 +179,7 @@ class Survival:
         """Make `view` this rank's: a new gloo group of its members' ranks of this shard index. `after`: what led
         here (a failed sync, a sync's start, a replacement's arrival), for the records."""
         t0 = self.log.clock.now() if t0 is None else t0
-        me, n = self.mesh.replica, len(view.members)
+        n = len(view.members)
         self.mesh.sync_group = self.pg = None  # the old view's group: dropped, its connections close (`recover`)
         if n > 1:
             self.pg = self.make_group(view)
