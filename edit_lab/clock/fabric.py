@@ -106,6 +106,8 @@ class Collective:
     done_at: float | None = None
     done_for: dict[int, float] = field(default_factory=dict)  # a member's own completion, where they differ
     verdicts: dict[int, bool] = field(default_factory=dict)  # a quorum's answer per member (`Fabric.quorum`)
+    error: str | None = None  # a member died (survival): the collective fails for the others, as gloo's does
+    ready: Any = None  # a wait that is no transfer (`Fabric.wait_until`): its completion time once known, else None
 
     def done_of(self, rank: int) -> float | None:
         return self.done_for.get(rank, self.done_at)
@@ -133,6 +135,9 @@ class Fabric:
         self.free_at: dict[tuple, float] = defaultdict(float)
         self.links: dict[tuple, Any] = defaultdict(lambda: LinkModel.of(cfg.link.latency_ms, cfg.link.bandwidth_mb_s))
         self.failure: tuple[int, str] | None = None
+        # survival (clock/survive_virtual.py): the dead ranks' deaths, the launcher that reacts, replacements' threads
+        self.dead: dict[int, Any] = {}
+        self.threads: list[threading.Thread] = []
 
     # ---------------------------------------------------------------- the lanes (lock held)
     def start(self) -> None:
@@ -158,15 +163,34 @@ class Fabric:
         free = self.lanes - len(self.running)
         if free > 0:
             ready = sorted(k for k in map(self._runnable, range(self.world)) if k is not None)
-            for _, r in ready[:free]:
-                self.running.add(r)
-                self.wakes[r].notify()
+            for key in ready:
+                if free == 0:
+                    break
+                c = self.waiting[key[1]]
+                if c is not None and c.op == "gate" and any((self.clocks[o].t, o) < key for o in self.running):
+                    continue  # a gate opens once nothing that runs can still act earlier (`Fabric.gate`)
+                self.running.add(key[1])
+                self.wakes[key[1]].notify()
+                free -= 1
+        if not self.running and len(self.finished) < self.world and self._cancel_idle_waits():
+            return self._schedule()
         if not self.running and len(self.finished) < self.world:
             stuck = {r: (c.group, c.kind, sorted(c.parts)) for r, c in self.waiting.items() if c is not None}
             first = min(stuck) if stuck else -1
             self.failure = (first, "deadlock on the virtual clock: every unfinished rank waits on a collective some "
                                    f"member never issued; (group, kind, arrived) per waiting rank: {stuck}")
             self._wake_all()
+
+    def _cancel_idle_waits(self) -> bool:
+        """Nothing runs and some ranks wait on the store for what nobody will write (a replacement the run ended
+        before admitting: the launcher fences it): they end. True if any did."""
+        idle = [r for r, c in self.waiting.items() if c is not None and c.op == "store" and c.done_at is None]
+        if not idle or any(c is not None and c.op != "store" for c in self.waiting.values()):
+            return False
+        for r in idle:
+            self.waiting[r].error = "cancelled"
+            self.waiting[r].done_at = self.clocks[r].t
+        return True
 
     def _wake_all(self) -> None:
         for w in self.wakes:
@@ -180,12 +204,17 @@ class Fabric:
 
     # ---------------------------------------------------------------- a rank's life
     def rank_main(self, rank: int, body: Any) -> None:
+        from edit_lab.train.faults import ReplicaDeath
+
+        death: ReplicaDeath | None = None
         try:
             with self.cond:
                 self._await_turn(rank)
             body(rank)
         except PeerLost:
             pass
+        except ReplicaDeath as d:  # survival: its thread ends here, and its peers' collectives fail (`on_death`)
+            death = d
         except BaseException:
             with self.cond:
                 if self.failure is None:
@@ -195,7 +224,29 @@ class Fabric:
                 self.finished.add(rank)
                 self.waiting[rank] = None
                 self.running.discard(rank)
+                if death is not None:
+                    self.on_death(rank, death)
                 self._schedule()
+
+    def on_death(self, rank: int, death: Any) -> None:
+        """A rank's thread ended in a `ReplicaDeath` (lock held): survival's launcher reacts
+        (`survive_virtual.Episode` replaces this); without survival a death is a failure of the run."""
+        if self.failure is None:
+            self.failure = (rank, f"rank {rank} died ({death}) and the run does not survive deaths")
+
+    def respawn(self, rank: int, body: Any, t: float) -> None:
+        """A replacement of `rank` (a new life of its replica) starts at virtual time `t` in a thread of its own."""
+        with self.cond:
+            self.finished.discard(rank)
+            self.waiting[rank] = None
+            self.clocks[rank] = VirtualClock(self.model)
+            self.clocks[rank].t = t
+            for key in [k for k in self.seq if k[0] == rank]:
+                del self.seq[key]
+            thread = threading.Thread(target=self.rank_main, args=(rank, body), name=f"edit_lab-virtual-rank{rank}-life",
+                                      daemon=True)
+            self.threads.append(thread)
+            thread.start()
 
     def block(self, rank: int, coll: Collective) -> float:
         """Wait (giving up the lane) until `coll` is complete; its virtual completion time."""
@@ -209,6 +260,61 @@ class Fabric:
                 finally:
                     self.waiting[rank] = None
             return coll.done_of(rank)
+
+    def gate(self, rank: int) -> None:
+        """Yield until no rank can still act at an earlier virtual time: what `rank` reads next (a view on the
+        store) is then what was written up to its clock, whichever thread ran first in real time."""
+        with self.cond:
+            coll = Collective("gate", "gate", "gate", 0, [rank], done_at=self.clocks[rank].t)
+            self.waiting[rank] = coll
+            self.running.discard(rank)
+            self._schedule()
+            try:
+                self._await_turn(rank)
+            finally:
+                self.waiting[rank] = None
+
+    def wait_until(self, rank: int, ready: Any) -> float | None:
+        """Block until `ready()` (called under the fabric's lock whenever `notify` is) gives a virtual time; the
+        clock moves to it. None: cancelled (nothing else could ever make it ready)."""
+        with self.cond:
+            coll = Collective("store", "store", "store", 0, [rank], ready=ready)
+            coll.done_at = ready()
+            self.block(rank, coll)
+            if coll.error is not None:
+                return None
+            self.clocks[rank].advance_to(coll.done_at)
+            return coll.done_at
+
+    def notify(self) -> None:
+        """The store changed: wake the waits that it made ready (lock held by the caller or taken here)."""
+        with self.cond:
+            woken = False
+            for c in self.waiting.values():
+                if c is not None and c.op == "store" and c.done_at is None:
+                    c.done_at = c.ready()
+                    woken = woken or c.done_at is not None
+            if woken:  # only then: a schedule in the middle of a death's handling could see a false deadlock
+                self._schedule()
+
+    def fail_collectives_of(self, rank: int) -> None:
+        """`rank` died: every open collective it is a member of fails for the members that arrived (the caller, a
+        death's handling under the lock, schedules once it is done)."""
+        with self.cond:
+            failed = [key for key, coll in list(self.open.items()) if rank in coll.members and self._failed(key[0], coll)]
+            for key in failed:
+                del self.open[key]
+
+    def _failed(self, gkey: tuple, coll: Collective) -> bool:
+        """A member of `coll` is dead (for this group): it fails, each arrived member at its own time."""
+        death = next((self.dead[m] for m in coll.members if m in self.dead and self.dead[m].breaks(gkey)), None)
+        if death is None:
+            return False
+        coll.error = death.error(coll)
+        coll.done_for = {m: death.failed_at(p[2]) for m, p in coll.parts.items()}
+        coll.done_at = max(coll.done_for.values(), default=death.t)
+        coll.parts = {m: (None, None, p[2]) for m, p in coll.parts.items()}
+        return True
 
     def stop(self, why: str) -> None:
         with self.cond:
@@ -228,7 +334,10 @@ class Fabric:
                 raise RuntimeError(f"collective {n} of group {gkey}: rank {rank} issued {op} {kind!r}, another member "
                                    f"{coll.op} {coll.kind!r} (the ranks' programs diverged)")
             coll.parts[rank] = (None if inp is None else inp.detach().clone(), out, self.clocks[rank].t)
-            if len(coll.parts) == len(members):
+            if self.dead and self._failed(gkey, coll):
+                del self.open[(gkey, n)]
+                self._schedule()
+            elif len(coll.parts) == len(members):
                 del self.open[(gkey, n)]
                 self._complete(gkey, coll)
                 self._schedule()  # its waiters may take a free lane
@@ -309,7 +418,11 @@ class VirtualWork:
         self.fabric, self.rank, self.coll = fabric, rank, coll
 
     def wait(self) -> float:
-        return self.fabric.block(self.rank, self.coll)
+        done = self.fabric.block(self.rank, self.coll)
+        if self.coll.error is not None:  # a member died: fail as gloo's wait() does, once its time has passed
+            self.fabric.clocks[self.rank].advance_to(done)
+            raise RuntimeError(self.coll.error)
+        return done
 
     def get_future(self) -> Any:
         raise RuntimeError("no future: completion is known at wait()")
@@ -325,6 +438,9 @@ class RankBackend:
         m = self.mesh
         if name == "shard":
             return ("shard", m.replica), m.shard_group_ranks()
+        if name == "sync" and m.view is not None:  # survival: the view's group, a new one per view
+            members = [r * m.shards + m.shard for r in m.view.members]
+            return ("sync", members[0], "view", m.view.number), members
         if name == "sync":  # keyed by its smallest rank: the shard index for the mesh's own groups
             members = m.sync_group_ranks()
             return ("sync", members[0]), members

@@ -24,6 +24,10 @@ rank a thread of *this* process, on a clock that a cost model advances instead o
   recorded here: those hold the shard group's transfers folded into the calibrated per-unit compute,
   which a real straggler does not stretch (stragglers.py). A random pause advances the clock by its length.
 
+Deaths and joins (`survive=True`, clock/survive_virtual.py): a replica's death ends its thread, its peers'
+collectives fail as gloo's do, and the real `core.survival.Survival` reacts; the launcher's side publishes the
+views on an in-process store read as of each rank's clock.
+
 Time only (`virtual_compute = "charged"`, time_only.py): the same ranks, methods and fabric on a stand-in model
 that issues the engine's collectives with the real model's bytes and charges the same costs, computing nothing;
 the same timeline, event for event, without losses (NaN).
@@ -180,13 +184,14 @@ class _BarProgress(ProgressFile):
             self.bar.update(step - self.bar.n)
 
 
-def train_ranks(cfg: RunConfig, costs: Any, progress: ProgressFile | None = None,
-                out: Path | None = None) -> tuple[list[Any], dict[str, Any], tuple[int, str] | None]:
+def train_ranks(cfg: RunConfig, costs: Any, progress: ProgressFile | None = None, out: Path | None = None,
+                episode_rows: list | None = None) -> tuple[list[Any], dict[str, Any], tuple[int, str] | None]:
     """Train every rank of `cfg` on the virtual clock with `costs`: (rank records, rank 0's full state, failure).
 
     `failure` is (rank, traceback) of the rank that failed (-1: interrupted), else None, and then the records
     are incomplete. `progress`: rank 0's progress file; `out`: where a failed rank writes its events (None:
-    nowhere, as for the preview, which keeps everything in memory: `predict_time_only`)."""
+    nowhere, as for the preview, which keeps everything in memory: `predict_time_only`); `episode_rows`: gets the
+    launcher's rows of a run that survives deaths (survival.jsonl)."""
     import torch
 
     from edit_lab.core.mesh import Mesh, configured_sync_groups, members_of
@@ -204,19 +209,30 @@ def train_ranks(cfg: RunConfig, costs: Any, progress: ProgressFile | None = None
     records: dict[int, Any] = {}
     state: dict[str, Any] = {}
     VirtualComm = virtual_comm_class()
+    episode = None
+    if cfg.runtime.survive:  # deaths and joins: the real Survival on the fabric (clock/survive_virtual.py)
+        from edit_lab.clock.survive_virtual import Episode
 
-    def body(rank: int) -> None:
+        episode = Episode(cfg, fabric, lambda rank, life, t: fabric.respawn(rank, lambda r: body(r, life), t))
+    fabric.episode = episode
+
+    def body(rank: int, life: int = 0) -> None:
         mesh = Mesh(rank, cfg.world_size, cfg.shards, cfg.replicas, None, None, members_of(rank, groups))
         trainer = trainer_class(cfg, mesh, torch.device("cpu"), fabric.clocks[rank],
                                 comm_factory=lambda log: VirtualComm(mesh, log, fabric, declared,
                                                                      wire=wire_spec_of(cfg)))
         trainer.stragglers = costed_stragglers(cfg, costs)
         try:
-            trainer.run(progress if rank == 0 else None)
+            if episode is not None:
+                episode.begin(trainer, life, costs)
+            trainer.run(progress if rank == 0 or (episode is not None and mesh.shard == 0) else None)
             full = trainer.engine.full_state_dict(trainer.method.eval_shards())  # a shard-group collective
-            if rank == 0:
+            if trainer.is_leader() and mesh.shard == 0:  # replica 0, or the lowest live one
+                state.clear()
                 state.update(full)
             records[rank] = trainer.rank_record()
+            if episode is not None:
+                episode.lives[rank] = life
         except BaseException:
             if out is not None:
                 trainer.log.write(out / rundir.events_file(rank))
@@ -231,25 +247,35 @@ def train_ranks(cfg: RunConfig, costs: Any, progress: ProgressFile | None = None
         for t in threads:
             t.start()
         fabric.start()
-        for t in threads:
+        for t in threads + fabric.threads:  # replacements' threads join the list while the first ones run
             while t.is_alive():
                 t.join(timeout=0.2)
+        for t in fabric.threads:
+            t.join()
     except BaseException:  # Ctrl-C in a notebook: stop every rank at its next collective, leave no thread
         fabric.stop("interrupted")
-        for t in threads:
+        for t in threads + fabric.threads:
             t.join()
         raise
     finally:
         torch.set_num_threads(threads_before)
+        if episode is not None and episode_rows is not None:
+            episode_rows.extend(episode.rows)
+    if episode is not None:  # the first record's per-sync rows become syncs.jsonl: a rank of the start that lived
+        order = sorted(records, key=lambda r: (episode.lives[r] > 0, r))
+        return [records[r] for r in order], state, fabric.failure
     return [records[r] for r in sorted(records)], state, fabric.failure
 
 
-def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError, costs: Any = None) -> Any:
+def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError, costs: Any = None,
+                survival_summary: Any = None) -> Any:
     """Run the accepted configuration `cfg` on the virtual clock into the claimed directory `out`; the `Run`.
 
     A failed rank raises `error(rank, traceback, out)` (`launch.WorkerError`, which `launch` passes in).
     `costs`: the `Costs` to run on, already checked against cfg; None: `costs_for(cfg)`.
-    With `virtual_compute="charged"` every rank trains a stand-in of the model (edit_lab/clock/time_only.py)."""
+    With `virtual_compute="charged"` every rank trains a stand-in of the model (edit_lab/clock/time_only.py).
+    `survival_summary(cfg, out, rows, records)`: what adds `survival` to summary.json for a run that survives deaths
+    (the launcher's, `runtime/survive_records.py`, passed in from the layer above)."""
     from edit_lab.records import rundir
     from edit_lab.records.run import Run
     from edit_lab.records.rundir import RunWriter
@@ -266,8 +292,9 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError, costs: An
     progress = _BarProgress(out / rundir.PROGRESS, bar)
     start_unix = time.time()
     failure: tuple[int, str] | None = (-1, "interrupted")
+    episode_rows: list[dict[str, Any]] = []
     try:
-        records, state, failure = train_ranks(cfg, costs, progress, out)
+        records, state, failure = train_ranks(cfg, costs, progress, out, episode_rows)
     finally:
         if bar is not None:
             if failure is None:  # full when the run succeeded, as the launcher's (launch.close_bar)
@@ -279,6 +306,12 @@ def run_virtual(cfg: RunConfig, out: Path, error: type = RuntimeError, costs: An
             (out / rundir.error_file(rank)).write_text(tb)
         raise error(rank, tb, out)
     RunWriter(out, cfg, start_unix, clock_costs=costs.source).write_all(records, state)
+    if cfg.runtime.survive:
+        from edit_lab.records.events import write_jsonl
+
+        write_jsonl(out / "survival.jsonl", episode_rows)
+        if survival_summary is not None:
+            survival_summary(cfg, out, episode_rows, records)
     return Run(out)
 
 

@@ -190,8 +190,12 @@ class RunConfigChecks:
                 "to drop")
         if self.trouble.fault_rank >= 0 and self.trouble.fault_kind in ("raise", "nan"):
             bad("fault_kind", "kill or hang with survive=True (a rank that raises or turns NaN is a bug, not a death)")
-        refused = (("clock", "wall", "the virtual clock does not model deaths yet"),
-                   ("time_budget", 0.0, "a time budget's meetings are not survivable yet"),
+        if self.clock.kind == "virtual" and self.shards > 1:  # clock/survive_virtual.py: one rank per replica
+            bad("shards", "1 with survive=True on the virtual clock (a replica's ranks agree on a view through a "
+                "shard-group max that the virtual clock does not model yet)")
+        if self.clock.kind == "virtual" and self.clock.compute != "real":
+            bad("virtual_compute", "real with survive=True (a time-only run's donor has no state to hand over)")
+        refused = (("time_budget", 0.0, "a time budget's meetings are not survivable yet"),
                    ("checkpoint_every", 0, "a checkpoint's barrier spans every replica"),
                    ("resume", None, "a resumed run starts a new world"),
                    ("wire_format", "none", "a compressed sync is not survivable yet"),

@@ -148,6 +148,28 @@ class Survival:
         self.snapshot: Snapshot | None = None
         self.sync_t0 = 0.0  # when the current sync attempt's collectives started (clock seconds)
 
+    # ------------------------------------------------------------ what a clock may replace (clock/survive_virtual.py)
+    def backend(self, comm: Any) -> Any:
+        """The `Comm.backend` that talks on this rank's view: gloo groups on the store (`ViewBackend`)."""
+        return ViewBackend(self)
+
+    def make_group(self, view: View) -> Any:
+        """View `view`'s sync group of this rank's shard index: a gloo group under `view{N}/shard{s}`."""
+        prefix = dist.PrefixStore(views.group_prefix(view.number, self.mesh.shard), self.store)
+        return dist.ProcessGroupGloo(prefix, view.index(self.mesh.replica), len(view.members), self.timeout)
+
+    def latest(self) -> int:
+        """The newest published view's number (-1: none)."""
+        return views.latest_number(self.store)
+
+    def wait_newer(self, than: int, timeout_s: float) -> View:
+        """Block until a view newer than `than` is published (the launcher's confirmation of a death, a join)."""
+        return views.wait_newer(self.store, than, timeout_s)
+
+    def fetch(self, key: str) -> bytes:
+        """A value a peer wrote on the store (the donor's state)."""
+        return self.store.get(key)
+
     def heartbeat(self, step: int) -> None:
         """At each step start: the launcher tells a hung replica from a slow one by it (`survive_launch.watch`)."""
         self.store.set(views.alive_key(self.mesh.rank), f"{time.time()}")
@@ -157,11 +179,10 @@ class Survival:
         """Make `view` this rank's: a new gloo group of its members' ranks of this shard index. `after`: what led
         here (a failed sync, a sync's start, a replacement's arrival), for the records."""
         t0 = self.log.clock.now() if t0 is None else t0
-        me, n = self.mesh.replica, len(view.members)
+        n = len(view.members)
         self.mesh.sync_group = self.pg = None  # the old view's group: dropped, its connections close (`recover`)
         if n > 1:
-            prefix = dist.PrefixStore(views.group_prefix(view.number, self.mesh.shard), self.store)
-            self.pg = dist.ProcessGroupGloo(prefix, view.index(me), n, self.timeout)
+            self.pg = self.make_group(view)
         self.mesh.sync_group, self.mesh.view, self.view = self.pg, view, view
         if view.joined or view.died:
             self.unjudged = True
@@ -190,10 +211,10 @@ class Survival:
         the newer view was made by a death."""
         assert self.view is not None
         t0 = self.log.clock.now()
-        n = views.latest_number(self.store)
+        n = self.latest()
         if n == self.view.number and self.joiners_due(step):
             self.store.set(views.join_request_key(self.view.number), str(step))
-            n = views.wait_newer(self.store, self.view.number, self.wait_s).number
+            n = self.wait_newer(self.view.number, self.wait_s).number
         n = self.agree(n)
         if n <= self.view.number:
             return False
@@ -210,7 +231,7 @@ class Survival:
             torch.save(self.state_for_joiner(step), buf)
             self.store.set(views.state_key(view.number, self.mesh.shard), buf.getvalue())
             self.log.record("transfer", step=step, view=view.number, to=list(view.joined), bytes=buf.tell(),
-                            side="donor", ms=1e3 * (self.log.clock.now() - t1))
+                            side="donor", t0=t1, ms=1e3 * (self.log.clock.now() - t1))
         self.adopt(view, step, t0, after)
 
     # ------------------------------------------------------------ one sync attempt after another
@@ -247,7 +268,8 @@ class Survival:
                     self.unjudged = False
                 if retry_t0 is not None:
                     self.log.record("retry", step=step, view=self.view.number if self.view else None,
-                                    mode=self.cfg.runtime.survive_on_failure, ms=1e3 * (self.log.clock.now() - retry_t0))
+                                    mode=self.cfg.runtime.survive_on_failure, t0=retry_t0,
+                                    ms=1e3 * (self.log.clock.now() - retry_t0))
                 return out
             # out of the `except`: its traceback held the failed collective's work, and with it the old group
             discarded = self.recover(failure, step)
@@ -276,11 +298,11 @@ class Survival:
             self.snapshot = None
         self.log.record("detection", step=step, view=view.number, error=failure[:200],
                         blocked_ms=blocked, t=t_fail)
-        self.log.record("rollback", step=step, view=view.number, restored=rolled,
+        self.log.record("rollback", step=step, view=view.number, restored=rolled, t0=t_fail,
                         ms=1e3 * (clock.now() - t_fail))
         self.store.set(views.failed_key(view.number, self.mesh.rank), str(step))
         t0 = clock.now()
-        newer = views.wait_newer(self.store, view.number, self.wait_s)
+        newer = self.wait_newer(view.number, self.wait_s)
         n = self.agree(newer.number)
         self.change_to(views.read(self.store, n), step, t0, "failure")
         discard = self.cfg.runtime.survive_on_failure == "discard" and rolled
@@ -295,15 +317,15 @@ class Survival:
         me = self.mesh.replica
         self.store.set(views.ready_key(me, self.life, self.mesh.shard), "1")
         t0 = self.log.clock.now()
-        seen = views.latest_number(self.store)
+        seen = self.latest()
         while True:
-            v = views.wait_newer(self.store, seen, 24 * 3600.0)  # the launcher ends a replacement never needed
+            v = self.wait_newer(seen, 24 * 3600.0)  # the launcher ends a replacement never needed
             seen = v.number
             if me in v.joined:
                 break
         t1 = self.log.clock.now()
-        raw = self.store.get(views.state_key(v.number, self.mesh.shard))
+        raw = self.fetch(views.state_key(v.number, self.mesh.shard))
         state = torch.load(io.BytesIO(raw), weights_only=True)
         self.log.record("transfer", step=state["step"], view=v.number, to=[me], bytes=len(raw), side="joiner",
-                        ms=1e3 * (self.log.clock.now() - t1), waited_ms=1e3 * (t1 - t0))
+                        t0=t1, ms=1e3 * (self.log.clock.now() - t1), waited_ms=1e3 * (t1 - t0))
         return v, state  # the caller loads the state, then adopts the view (`on_view` resets its detectors after)

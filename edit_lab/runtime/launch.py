@@ -202,7 +202,9 @@ def launch(cfg: RunConfig, stall_timeout_s: float | None = None, overwrite: bool
         if cfg.clock.kind == "virtual":  # every rank a thread of this process, on the cost model's clock
             from edit_lab.clock.virtual import run_virtual
 
-            run = run_virtual(cfg.replace(out=str(out)), out, WorkerError)
+            from edit_lab.runtime.survive_records import survival_summary
+
+            run = run_virtual(cfg.replace(out=str(out)), out, WorkerError, survival_summary=survival_summary)
             _note_readmissions(run, cfg, stacklevel=3)
             return run
         return _run(cfg.replace(out=str(out)), out, stall_timeout_s)

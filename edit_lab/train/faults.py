@@ -14,7 +14,8 @@ different path of the launcher:
 
 A whole replica fails with ``fault_replica`` (``kill`` or ``hang``, every rank of it at
 ``fault_replica_step``): the unit of failure survival (`edit_lab.core.survival`) trains through. Only the
-replica's first life fails: its replacement (``life`` > 0) trains on.
+replica's first life fails: its replacement (``life`` > 0) trains on. On the virtual clock the replica's threads
+raise `ReplicaDeath` instead (a SIGKILL would end the caller's process).
 
 The worker calls `inject` at the start of each step and `maybe_poison_loss` + `check_finite` right
 after the forward; with the defaults (``fault_rank=-1``) all three are no-ops.
@@ -37,11 +38,22 @@ if TYPE_CHECKING:
 
     from edit_lab.config import RunConfig
 
-__all__ = ["FAULT_KINDS", "InjectedFault", "UnitFault", "check_finite", "inject", "maybe_poison_loss", "unit_fault"]
+__all__ = ["FAULT_KINDS", "InjectedFault", "ReplicaDeath", "UnitFault", "check_finite", "inject", "maybe_poison_loss", "unit_fault"]
 
 
 class InjectedFault(RuntimeError):
     """The exception a ``fault_kind="raise"`` rank raises (so tests can tell it from a real bug)."""
+
+
+class ReplicaDeath(BaseException):
+    """A replica's death on the virtual clock (`clock='virtual'`), where every rank is a thread of the caller's
+    process and a SIGKILL would take the caller with it: the rank's thread ends with this (a BaseException, so
+    that no `except Exception` of the training code, survival's included, mistakes it for a failed collective),
+    and the fabric makes its peers' collectives fail as gloo's do (`clock/survive_virtual.py`)."""
+
+    def __init__(self, kind: str, step: int) -> None:
+        super().__init__(f"replica death ({kind}) at step {step} on the virtual clock")
+        self.kind, self.step = kind, step
 
 
 def _fires(cfg: "RunConfig", rank: int, step: int) -> bool:
@@ -75,6 +87,8 @@ def _fail_replica(cfg: "RunConfig", rank: int, step: int) -> None:
     """This rank's part of its replica's death (`fault_replica_kind`): SIGKILL itself, or sleep forever."""
     print(f"edit_lab.train.faults: rank {rank} of replica {cfg.trouble.fault_replica} will {cfg.trouble.fault_replica_kind} at the "
           f"start of step {step} on purpose", file=sys.stderr, flush=True)
+    if cfg.clock.kind == "virtual":
+        raise ReplicaDeath(cfg.trouble.fault_replica_kind, step)
     if cfg.trouble.fault_replica_kind == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
     while True:  # the survivors' sync with this replica waits until `timeout_s`; the launcher then fences it

@@ -147,11 +147,9 @@ class Trainer:
     # ------------------------------------------------------------------ surviving a death (core/survival.py)
     def attach(self, survival: Any, life: int) -> None:
         """Train through deaths: the sync group is `survival`'s view, this rank the `life`-th of its replica."""
-        from edit_lab.core.survival import ViewBackend
-
         self.survival, self.life = survival, life
         self.method.survival = survival
-        self.comm.backend = ViewBackend(survival)
+        self.comm.backend = survival.backend(self.comm)
         survival.method = self.method
         survival.state_for_joiner = self.state_for_joiner
         self.hooks = faults.unit_fault(self.cfg, self.mesh.rank, life, self.method)  # a death inside a step

@@ -40,6 +40,7 @@ from edit_lab.records.analysis import RunLike, StepRange, as_run, event_rows, ru
 from edit_lab.records.events import coords, is_comm
 from edit_lab.records.overlap import LEGEND, Overlap, Split, merge
 from edit_lab.registry import capabilities
+from edit_lab.viz.episode import add_episode
 from edit_lab.viz.colors import BLOCKED_OTHER, EXPOSED, ROUND_COLORS, kind_color, kind_label, kind_sort_key, rgba
 from edit_lab.viz.layout import legend_below, title_layout, title_text, top_margin
 
@@ -202,7 +203,8 @@ def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] 
         events = event_rows(r, rng, chosen) if rng is not None else []
     lanes = lane_positions([t for t in all_ranks if chosen is None or t[0] in chosen])
     if essential:
-        return _essential(r, events, lanes, rng, window, time, align, ref_rank, show_exposed, title)
+        return _with_episode(_essential(r, events, lanes, rng, window, time, align, ref_rank, show_exposed, title),
+                             r, lanes, ESSENTIAL_ROWS, events)
 
     by_kind: dict[str, list[dict[str, Any]]] = {}
     for e in events:
@@ -233,6 +235,17 @@ def timeline_figure(run: RunLike, steps: StepRange = None, ranks: Iterable[int] 
     totals = ov.totals(comm)
     _finish(fig, r, lanes, events, comm, totals, rng, window, time, align, ref_rank, title, counts, n_pieces,
             view="full")
+    return _with_episode(fig, r, lanes, ROWS, events)
+
+
+def _with_episode(fig: go.Figure, r: Any, lanes: dict[int, float], rows: dict[str, float],
+                  events: list[dict[str, Any]]) -> go.Figure:
+    """A run that survived a death: its episode above the lanes (viz/episode.py), the pieces within the time the
+    figure shows; `meta["episode"]`: how many were drawn."""
+    shown = fig.layout.xaxis.range or ((min(e["t0"] for e in events), max(e["t1"] for e in events)) if events
+                                       else None)
+    n = add_episode(fig, r, lanes, min(rows.values()) - BAR_WIDTH / 2, shown) if shown else 0
+    fig.update_layout(meta={**fig.layout.meta, "episode": n})
     return fig
 
 

@@ -22,6 +22,7 @@ def test_the_issue_s_episode_is_accepted():
         _cfg(method=method).validate()
     _cfg(method="sync", fault_replica_step=3, rejoin_step=5).validate()  # no warm-up to stay out of
     _cfg(fault_replica_kind="hang", survive_on_failure="discard", survive_min_replicas=2).validate()
+    _cfg(clock="virtual").validate()  # the virtual clock models deaths and joins (clock/survive_virtual.py)
 
 
 @pytest.mark.parametrize("changes, field", [
@@ -36,7 +37,8 @@ def test_the_issue_s_episode_is_accepted():
     (dict(survive=False, rejoin_step=-1, survive_on_failure="discard"), "survive_on_failure"),
     (dict(time_budget=5.0), "time_budget"),
     (dict(checkpoint_every=2), "checkpoint_every"),
-    (dict(clock="virtual", fault_replica=-1), "clock"),
+    (dict(clock="virtual", shards=2), "shards"),  # the virtual clock models deaths with one rank per replica
+    (dict(clock="virtual", virtual_compute="charged"), "virtual_compute"),
     (dict(wire_format="bf16"), "wire_format"),
     (dict(fault_rank=0, fault_kind="raise"), "fault_kind"),
     (dict(method="sync", survive_on_failure="discard"), "survive_on_failure"),  # a step has no local work to drop
@@ -87,3 +89,11 @@ def test_a_lost_peer_is_told_from_a_bug():
     assert not is_peer_loss(RuntimeError("shape mismatch: value tensor of shape [4] cannot be broadcast"))
     assert not is_peer_loss(ValueError("Connection closed by peer"))  # not a collective's error type
     assert not is_peer_loss(FloatingPointError("rank 1: the loss is nan at step 20"))
+
+
+def test_the_simulator_refuses_survival_rather_than_predicting_a_run_without_its_death():
+    from edit_lab.clock.sim.predict import simulate
+
+    with pytest.raises(ConfigError) as info:
+        simulate(_cfg(), costs=None)
+    assert str(info.value).startswith("survive=True") and "clock='virtual'" in str(info.value)

@@ -72,6 +72,10 @@ def costs_fit(cfg: RunConfig, costs: Costs) -> Costs:
 
 def simulate(cfg: RunConfig, costs: Costs, keep_events: bool = True) -> Prediction:
     """Simulate `cfg` with `costs`; `keep_events=False` keeps only the accounting (large clusters)."""
+    if cfg.runtime.survive:  # docs/edit-method.md §16: what the simulator would need
+        raise ConfigError("survive=True is not allowed in the preview simulator: False (its programs know no views or "
+                          "deaths, and with survival sync's all-reduces wait for the backward's end); run it on the "
+                          "virtual clock (clock='virtual'), which models deaths and joins")
     if cfg.rules.grad_all_reduce is not None:  # notebook 01's exercise: it would time the built-in
         first = next((ln.strip() for ln in cfg.rules.grad_all_reduce.splitlines() if ln.strip()), "")
         raise ConfigError(f"grad_all_reduce_rule={first[:80]!r} is not allowed in a preview: None (the simulator "
