@@ -20,6 +20,6 @@ def death_figure(curves: Mapping[int, Sequence[tuple[int, float]]], val: Mapping
                              line=dict(color="black", width=3)))
     for x, text in ((death_step, f"replica {dead} killed"), (join_step, "replacement joins")):
         fig.add_vline(x=x, line_dash="dot", annotation_text=text, annotation_position="top")
-    fig.update_layout(title=title, xaxis_title="step", yaxis_title="loss", height=420, width=820,
+    fig.update_layout(title=title, xaxis_title="step", yaxis_title="loss", height=420, autosize=True,
                       margin=dict(t=80), legend=dict(orientation="h", y=-0.2))
     return fig
