@@ -107,6 +107,15 @@ class RunConfigChecks:
             self._check_grad_all_reduce_rule()
         if self.rules.fragment_schedule is not None:
             self._check_fragment_schedule_rule()
+        if self.rules.donor is not None:
+            from edit_lab.rules import donor_problem  # no torch: called on every view the run can publish
+
+            first = _first_line(self.rules.donor)
+            if not self.runtime.survive:
+                raise ConfigError(f"donor_rule={first!r} is not allowed: None without survive=True (the rule names "
+                                  "who hands a replacement its state)")
+            if (why := donor_problem(self.rules.donor, self.replicas)) is not None:
+                raise ConfigError(f"donor_rule={first!r} is not allowed: {why}")
         if self.rules.weighting is not None:
             from edit_lab.rules import weighting_problem
 

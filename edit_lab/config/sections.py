@@ -350,3 +350,7 @@ class RulesConfig:
             'the source of a Python function fn(step, replica, compute_s) -> seconds that replica pauses after that '
             'step (0: none), run on every rank after every step, on top of the stragglers above (edit_lab.rules; '
             'None: no rule)', flag='straggler_rule')
+    donor: str | None = knob(None,
+            'the source of a Python function fn(members, joined) -> the replica id of the live member that hands a '
+            'replacement its state, run on every live rank of a surviving run when a replacement joins (survive '
+            "only; edit_lab.rules; None: the lowest member that did not join)", flag='donor_rule')

@@ -137,6 +137,9 @@ class Survival:
 
     def __init__(self, cfg: Any, store: Any, mesh: Mesh, log: EventLog, life: int) -> None:
         self.cfg, self.store, self.mesh, self.log, self.life = cfg, store, mesh, log, life
+        from edit_lab.rules import donor_of
+
+        self.donor = donor_of(cfg.rules.donor)  # who hands a replacement its state: the library's, or a reader's rule
         self.timeout = datetime.timedelta(seconds=cfg.runtime.timeout_s)
         self.wait_s = max(3 * cfg.runtime.timeout_s, 60.0)  # the launcher confirms, fences and publishes within this
         self.pg: Any = None
@@ -189,8 +192,9 @@ class Survival:
         self.fresh = view.joined
         if self.method is not None and hasattr(self.method, "on_view"):
             self.method.on_view(view)
+        donor = {"donor": self.donor(view.members, view.joined)} if view.joined else {}  # who handed the state
         self.log.record("view", step=step, **views.describe(view), after=after, t0=t0, t1=self.log.clock.now(),
-                        ms=1e3 * (self.log.clock.now() - t0))
+                        ms=1e3 * (self.log.clock.now() - t0), **donor)
 
     def agree(self, n: int) -> int:
         """The newest view any rank of this replica has seen: every rank of a replica moves together."""
@@ -224,7 +228,7 @@ class Survival:
 
     def change_to(self, view: View, step: int, t0: float, after: str) -> None:
         """Adopt `view`; as the donor of a replacement, hand it this rank's state first (over the store)."""
-        if view.joined and view.donor_for(view.joined[0]) == self.mesh.replica:
+        if view.joined and self.donor(view.members, view.joined) == self.mesh.replica:
             assert self.state_for_joiner is not None
             t1 = self.log.clock.now()
             buf = io.BytesIO()

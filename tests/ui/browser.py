@@ -44,7 +44,8 @@ RUN_IN_BROWSER_BY = {
     # the rest of the course in two files, so that two pytest workers run them side by side (about 360 s in one)
     "test_course_in_browser.py": ("01_synchronous_data_parallel.ipynb", "02_local_sgd_and_diloco.ipynb",
                                   "03_sharding_meets_local_sgd.ipynb"),
-    "test_course_later_in_browser.py": ("07_scaling_out.ipynb", "08_capstone.ipynb", "09_streaming_diloco.ipynb"),
+    "test_course_later_in_browser.py": ("07_scaling_out.ipynb", "08_capstone.ipynb", "09_streaming_diloco.ipynb",
+                                        "10_surviving_a_death.ipynb"),
 }
 #: The notebooks whose only browser test is the generic one (run, drawn, readable), by file.
 COURSE_IN_BROWSER = RUN_IN_BROWSER_BY["test_course_in_browser.py"]

@@ -1,4 +1,4 @@
-"""The course's later notebooks (07, 08, 09) through JupyterLab, checked as test_course_in_browser.py checks 01-03:
+"""The course's later notebooks (07, 08, 09, 10) through JupyterLab, checked as test_course_in_browser.py checks 01-03:
 a file of their own, so that `make test`'s workers run the two halves side by side. 07, 08 and 09 also run under
 nbval against their executed references (tests/notebooks/test_nbval.py).
 """
