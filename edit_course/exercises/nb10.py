@@ -11,6 +11,7 @@ the run's view row names the asked-for donor and the replacement's parameters eq
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Any
 
 from edit_course.exercises import CheckResult, correct, not_a_function, not_answered, not_yet, run_a_rule, short_error
@@ -51,7 +52,7 @@ def judge_donor_run(donors: list[Any], want: int, agree: bool) -> CheckResult:
 
 def check_donor(fn: Any, cfg: Any = None) -> CheckResult:
     """The reader's donor rule on every view of 3 replicas, then in a real run of `cfg` (the lesson's surviving
-    episode, with checksums) with it as `donor_rule`. Never raises."""
+    episode, with checksums: a RunConfig or the directory of a run of it) with it as `donor_rule`. Never raises."""
     if (refused := not_a_function(fn, CALL)) is not None:
         return refused
     try:
@@ -63,8 +64,18 @@ def check_donor(fn: Any, cfg: Any = None) -> CheckResult:
                             "in `joined`.")
     if (why := first_mismatch(fn)) is not None:
         return not_yet(why + ". Nothing was launched.")
+    if isinstance(cfg, (str, os.PathLike)):  # a run directory: its configuration runs again
+        from pathlib import Path
+
+        from edit_lab.records.run import Run
+
+        try:
+            cfg = Run(cfg).config if (Path(cfg) / "config.json").exists() else None
+        except Exception as e:  # noqa: BLE001 - a check never raises at a student
+            return not_yet(f"the run could not be read: {short_error(e, 300)}")
     if cfg is None:
-        return correct("Correct on every view of 3 replicas (no run given, so nothing was launched).")
+        return correct("Correct on every view of 3 replicas (no run was there to run it in, so nothing was "
+                       "launched).")
     from edit_course.claims.survival import checksums
     from edit_lab import launch
     from edit_lab.rules import rule_source

@@ -26,7 +26,7 @@ HERE = Path(__file__).resolve().parent
 CHECK_TAG = "nbval-check-output"
 #: The lessons whose outputs are checked (their papermill run is deselected: nbval runs every cell of them).
 REFERENCES = ("03_sharding_meets_local_sgd", "06_stragglers_and_aedit", "07_scaling_out", "08_capstone",
-              "09_streaming_diloco")
+              "09_streaming_diloco", "10_surviving_a_death")
 
 
 def lesson(name: str) -> Path:
