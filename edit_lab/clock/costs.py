@@ -57,6 +57,7 @@ class Costs:
     batch_size: int | None = None
     seq_len: int | None = None
     source: str = "typed in"
+    state_bytes: int = 0  # what a donor hands a replacement (survival, edit-method.md §16); 0: `joiner_state_bytes`
 
     def __post_init__(self) -> None:
         n = len(self.fwd_s)
@@ -99,6 +100,12 @@ class Costs:
     def collective_s(self, nbytes: int) -> float:
         """Backend time of one sync-group collective, from the moment the last replica issued it."""
         return self.sync_latency_s + (nbytes / self.sync_Bps if self.sync_Bps > 0 else 0.0)
+
+    def joiner_state_bytes(self, local_sgd: bool) -> int:
+        """The bytes of a donor's state for a replacement: `state_bytes` as measured (a survival run's `transfer`
+        record), else an estimate, the model's bytes once per copy it holds (θ or the anchor, the inner optimizer's
+        two moments, a local-SGD method's outer momentum) without the few kilobytes of framing."""
+        return self.state_bytes or (4 if local_sgd else 3) * self.model_bytes
 
     def scaled(self, compute: float) -> "Costs":
         """The same costs with every compute time (not the collectives) multiplied by `compute`."""

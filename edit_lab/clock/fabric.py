@@ -310,7 +310,7 @@ class Fabric:
         death = next((self.dead[m] for m in coll.members if m in self.dead and self.dead[m].breaks(gkey)), None)
         if death is None:
             return False
-        coll.error = death.error(coll)
+        coll.error = death.error(coll.kind, coll.group)
         coll.done_for = {m: death.failed_at(p[2]) for m, p in coll.parts.items()}
         coll.done_at = max(coll.done_for.values(), default=death.t)
         coll.parts = {m: (None, None, p[2]) for m, p in coll.parts.items()}

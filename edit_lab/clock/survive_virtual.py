@@ -18,7 +18,7 @@ code reacts to it (detection, rollback, view change, retry or discard, a replace
   earlier virtual time (`Fabric.gate`), so what it sees is the same at any number of lanes and under any load.
 - *costs*: the view change (a new group) `VIEW_CHANGE_S`, and the donor's state charged on the link as a transfer
   of its bytes (`Costs.collective_s` and the config's `LinkModel`) when the replacement reads it.
-The constants are the means measured on real processes (docs/benchmarks.md, *Surviving a death*).
+The constants and the failure rule (`Death`) are `survive_costs.py`'s, which the preview simulator charges too.
 """
 
 from __future__ import annotations
@@ -26,52 +26,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from edit_lab.clock import survive_costs as sc
+from edit_lab.clock.survive_costs import CONFIRM_KILL_S, DETECT_KILL_S, VIEW_CHANGE_S, Death  # noqa: F401 (one place)
 from edit_lab.config import RunConfig
 from edit_lab.core import view as views
 from edit_lab.core.survival import Survival
 from edit_lab.core.view import View
 
-#: A survivor's collective with a killed peer fails this long after the death (gloo: 5–16 ms measured).
-DETECT_KILL_S = 0.010
-#: The launcher sees a killed replica's exit, fences it and publishes the new view this long after the death (40–90 ms).
-CONFIRM_KILL_S = 0.060
-#: Building a view's sync group (a new gloo group's rendezvous on the store: 10–40 ms).
-VIEW_CHANGE_S = 0.025
 
 
 def settle_s(cfg: RunConfig) -> float:
     """The launcher's wait before it calls a silent replica hung (`survive_launch.watch`)."""
-    return max(1.0, cfg.runtime.timeout_s / 4)
-
-
-@dataclass
-class Death:
-    """One dead rank: when, how, and the view published without it (collectives of older views fail)."""
-
-    rank: int
-    t: float
-    kind: str
-    view: int
-    timeout_s: float
-    replaced: bool = False
-
-    def breaks(self, gkey: tuple) -> bool:
-        """Does a collective of group `gkey` fail because of this death? A view's group older than `view`; any
-        other group of the dead rank until a replacement took its place."""
-        if len(gkey) == 4 and gkey[2] == "view":
-            return gkey[3] < self.view
-        return not self.replaced
-
-    def failed_at(self, arrival: float) -> float:
-        if self.kind == "kill":
-            return max(arrival, self.t) + DETECT_KILL_S
-        return max(arrival + self.timeout_s, self.t)
-
-    def error(self, coll: Any) -> str:
-        if self.kind == "kill":
-            return (f"[virtual clock] {coll.kind} of group {coll.group}: Connection closed by peer "
-                    f"(rank {self.rank} died at {self.t:.6f} s)")
-        return f"[virtual clock] {coll.kind} of group {coll.group}: Timed out after {self.timeout_s:g} s"
+    return sc.settle_s(cfg.runtime.timeout_s)
 
 
 @dataclass
@@ -222,7 +188,7 @@ class Episode:
         cfg, fabric = self.cfg, self.fabric
         replica, t = rank // cfg.shards, fabric.clocks[rank].t
         hang = death.kind == "hang"
-        t_pub = t + (cfg.runtime.timeout_s + settle_s(cfg) if hang else CONFIRM_KILL_S)
+        t_pub = t + sc.published_after_s(death.kind, cfg.runtime.timeout_s)
         fabric.dead[rank] = Death(rank, t, death.kind, self.view.number + 1, cfg.runtime.timeout_s)
         members = tuple(m for m in self.view.members if m != replica)
         why = (f"hung: no step for timeout_s + {settle_s(cfg):g} s and no report, after a peer's sync timed out"

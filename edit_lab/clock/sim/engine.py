@@ -108,6 +108,7 @@ class SimHandle:
     t0: float
     step: int
     blocking: bool
+    group: Any = 0  # the collective group it belongs to (survival: the view's number)
 
 
 @dataclass
@@ -115,9 +116,17 @@ class _Collective:
     kind: str
     nbytes: int
     parts: tuple[int, ...] = ()
+    members: tuple[int, ...] = ()
     issued: dict[int, float] = field(default_factory=dict)
     payloads: dict[int, Any] = field(default_factory=dict)
     end: float | None = None
+    failed_for: dict[int, float] | None = None  # survival: a member died, each arrived member's failure time
+    error: str = ""
+
+    @property
+    def settled(self) -> bool:
+        """Completed, or failed for the members that arrived (they learn it at `failed_for`)."""
+        return self.end is not None or self.failed_for is not None
 
 
 Program = Generator[Any, Any, None]
@@ -125,6 +134,11 @@ Program = Generator[Any, Any, None]
 
 class DeadlockError(RuntimeError):
     """Every unfinished replica waits on a collective some replica never issues (a schedule bug)."""
+
+
+class PeerLoss(RuntimeError):
+    """Thrown into a replica's program whose sync-group collective failed: a member died (survival, `survive.py`),
+    as gloo's wait raises on a real rank."""
 
 
 @dataclass
@@ -138,6 +152,11 @@ class ReplicaState:
     blocked_at: float = 0.0
     finished: bool = False
     pending: Any = None  # the answer to send on the next resume
+    throw: BaseException | None = None  # raised in the program on the next resume instead (a failed collective)
+    group: Any = 0  # its sync group's key (survival: the view's number) and members
+    members: tuple[int, ...] = ()
+    parked: Any = None  # survival: a request that waits on the launcher's side or the store (`survive.py`)
+    lost: bool = False  # a dead life: its rows and events are lost with it, as a dead rank's are
     exposed: list[tuple[float, float]] = field(default_factory=list)  # sync-group exposed intervals
     rows: list[dict[str, Any]] = field(default_factory=list)  # metrics rows
 
@@ -149,13 +168,13 @@ class Engine:
                  link_Bps: float = 0.0, keep_events: bool = True) -> None:
         self.costs, self.R, self.S = costs, replicas, shards
         self.link_latency_s, self.link_Bps = link_latency_s, link_Bps
-        self.link_free_at = 0.0
-        self.backend_free_at = 0.0
+        self.link_free_at: dict[Any, float] = {}  # per group: each group has its link and its backend queue
+        self.backend_free_at: dict[Any, float] = {}
         self.keep_events = keep_events
         self.events: list[dict[str, Any]] = []
-        self.collectives: list[_Collective] = []
-        self.issued_count: list[int] = [0] * replicas
-        self._next_to_complete = 0  # collectives before this index have their completion time
+        self.collectives: dict[Any, list[_Collective]] = {}  # per group, in issue order
+        self.issued_count: dict[tuple[int, Any], int] = {}  # (replica, group): collectives issued
+        self._next_to_complete: dict[Any, int] = {}  # per group: collectives before this index are settled
         self.quorums: list[dict[int, tuple[float, float]]] = []  # per rendezvous: replica -> (arrived, ready)
         self.verdicts: list[dict[int, tuple[bool, float]]] = []  # per rendezvous, once all asked: (member, when)
         self._asked: dict[tuple[int, int], Quorum] = {}
@@ -177,36 +196,45 @@ class Engine:
 
     # ------------------------------------------------------------------------------ collectives
     def _issue(self, st: ReplicaState, req: Issue) -> SimHandle:
-        n = self.issued_count[st.replica]
-        self.issued_count[st.replica] += 1
-        if n == len(self.collectives):
-            ring = [ring_bytes(req.op, b, self.R) for b in (req.parts or (req.nbytes,))]
-            self.collectives.append(_Collective(req.kind, ring_bytes(req.op, req.nbytes, self.R), tuple(ring)))
-        c = self.collectives[n]
+        g, n_members = st.group, len(st.members)
+        n = self.issued_count.get((st.replica, g), 0)
+        self.issued_count[(st.replica, g)] = n + 1
+        group = self.collectives.setdefault(g, [])
+        if n == len(group):
+            ring = [ring_bytes(req.op, b, n_members) for b in (req.parts or (req.nbytes,))]
+            group.append(_Collective(req.kind, ring_bytes(req.op, req.nbytes, n_members), tuple(ring), st.members))
+        c = group[n]
         if c.kind != req.kind:  # a real process group would pair two different collectives: a schedule bug
             raise DeadlockError(f"sync-group collective #{n}: replica {st.replica} issued {req.kind!r}, "
                                 f"another replica {c.kind!r}")
         c.issued[st.replica] = st.t
         c.payloads[st.replica] = req.payload
-        if len(c.issued) == self.R:
-            self._complete_ready()
-        return SimHandle(n, req.kind, req.unit, c.nbytes, st.t, st.step, req.blocking)
+        self._arrived(g, c)
+        return SimHandle(n, req.kind, req.unit, c.nbytes, st.t, st.step, req.blocking, g)
 
-    def _complete_ready(self) -> None:
-        """Give completion times, in issue order, to every collective all replicas have issued."""
-        while self._next_to_complete < len(self.collectives):
-            c = self.collectives[self._next_to_complete]
-            if len(c.issued) < self.R:
+    def _arrived(self, g: Any, c: _Collective) -> None:
+        """A member issued `c`: complete what can be (`survive.py` fails it instead when a member is dead)."""
+        if len(c.issued) == len(c.members):
+            self._complete_ready(g)
+
+    def _complete_ready(self, g: Any) -> None:
+        """Give completion times, in issue order, to every collective of group `g` all its members have issued."""
+        group = self.collectives[g]
+        while self._next_to_complete.get(g, 0) < len(group):
+            c = group[self._next_to_complete.get(g, 0)]
+            if c.failed_for is None and len(c.issued) < len(c.members):
                 return
-            self._next_to_complete += 1
+            self._next_to_complete[g] = self._next_to_complete.get(g, 0) + 1
+            if c.failed_for is not None:  # a failed collective takes no time of the group's backend or link
+                continue
             issued = max(c.issued.values())
             for nbytes in c.parts:  # a request of several parts: each its own collective, in order
-                done = max(issued, self.backend_free_at) + self.costs.collective_s(nbytes)
-                self.backend_free_at = done
+                done = max(issued, self.backend_free_at.get(g, 0.0)) + self.costs.collective_s(nbytes)
+                self.backend_free_at[g] = done
                 if self.link_active:
-                    start = max(done, self.link_free_at)
+                    start = max(done, self.link_free_at.get(g, 0.0))
                     done = start + self.link_latency_s + (nbytes / self.link_Bps if self.link_Bps > 0 else 0.0)
-                    self.link_free_at = done
+                    self.link_free_at[g] = done
             c.end = done
 
     def _verdict(self, st: ReplicaState, n: int) -> bool:
@@ -218,8 +246,15 @@ class Engine:
             self.add(st, "straggle", t0, st.t, **req.data, abandoned=not member)
         return member
 
+    def collective(self, h: SimHandle) -> _Collective:
+        return self.collectives[h.group][h.index]
+
     def _finish_wait(self, st: ReplicaState, h: SimHandle, w0: float) -> Any:
-        c = self.collectives[h.index]
+        c = self.collective(h)
+        if c.failed_for is not None:  # gloo's wait raises once the failure's time has come; nothing is recorded
+            st.t = max(w0, c.failed_for[st.replica])
+            st.throw = PeerLoss(c.error)
+            return None
         assert c.end is not None
         end = max(c.end, w0)
         st.t = end
@@ -234,7 +269,7 @@ class Engine:
             self.add(st, h.kind, h.t0, c.end, unit=h.unit, nbytes=h.nbytes, group="sync", step=h.step,
                      overlapped=True, exposed=end - w0)
             self.add(st, "wait", w0, end, unit=h.unit, group="sync", on=h.kind)
-        return [c.payloads[r] for r in range(self.R)]
+        return [c.payloads[r] for r in sorted(c.payloads)]
 
     def _ask(self, st: ReplicaState, req: Quorum) -> int:
         """Record the replica's question; once every replica asked, the verdicts (`protocol.quorum_verdicts`)."""
@@ -251,10 +286,11 @@ class Engine:
 
     # ------------------------------------------------------------------------------ scheduling
     def run(self, programs: list[Program]) -> None:
-        self.states = [ReplicaState(r, p) for r, p in enumerate(programs)]
+        members = tuple(range(self.R))
+        self.states = [ReplicaState(r, p, members=members) for r, p in enumerate(programs)]
         while True:
             progressed = False
-            for st in self.states:
+            for st in list(self.states):
                 if st.finished:
                     continue
                 if st.asked is not None:
@@ -262,23 +298,37 @@ class Engine:
                         continue
                     st.pending, st.asked = self._verdict(st, st.asked), None
                 elif st.blocked is not None:
-                    if self.collectives[st.blocked.index].end is None:
+                    if not self.collective(st.blocked).settled:
                         continue
                     h, st.blocked = st.blocked, None
                     st.pending = self._finish_wait(st, h, st.blocked_at)
+                elif st.parked is not None:
+                    continue
                 progressed = True
                 self._advance(st)
             if all(st.finished for st in self.states):
                 return
-            if not progressed:
+            if not progressed and not self._unpark():
                 waiting = {st.replica: st.blocked.kind for st in self.states if st.blocked is not None}
                 raise DeadlockError(f"every replica waits on a collective another never issues: {waiting}")
+
+    def _unpark(self) -> bool:
+        """Nothing can run: let a parked request go on (`survive.py`); False when none can."""
+        return False
+
+    def _request(self, st: ReplicaState, req: Any) -> bool:
+        """A request the base engine does not know (`survive.py`'s); True when the replica must stop here."""
+        raise TypeError(f"unknown request {req!r}")
 
     def _advance(self, st: ReplicaState) -> None:
         """Run one replica until it blocks on an incomplete collective or ends."""
         while True:
             try:
-                req = st.program.send(st.pending)
+                if st.throw is not None:
+                    exc, st.throw = st.throw, None
+                    req = st.program.throw(exc)
+                else:
+                    req = st.program.send(st.pending)
             except StopIteration:
                 st.finished = True
                 return
@@ -306,11 +356,10 @@ class Engine:
                 if not req.blocking:
                     st.pending = h
                     continue
-                req_wait = h
-                if self.collectives[h.index].end is None:
-                    st.blocked, st.blocked_at = req_wait, st.t
+                if not self.collective(h).settled:
+                    st.blocked, st.blocked_at = h, st.t
                     return
-                st.pending = self._finish_wait(st, req_wait, st.t)
+                st.pending = self._finish_wait(st, h, st.t)
             elif isinstance(req, Quorum):
                 n = self._ask(st, req)
                 if not self.verdicts[n]:
@@ -319,12 +368,12 @@ class Engine:
                 st.pending = self._verdict(st, n)
             elif isinstance(req, Wait):
                 h = req.handle
-                if self.collectives[h.index].end is None:
+                if not self.collective(h).settled:
                     st.blocked, st.blocked_at = h, st.t
                     return
                 st.pending = self._finish_wait(st, h, st.t)
-            else:
-                raise TypeError(f"unknown request {req!r}")
+            elif self._request(st, req):
+                return
 
 
 def events_all_shards(events: list[dict[str, Any]], shards: int) -> list[dict[str, Any]]:

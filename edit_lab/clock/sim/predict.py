@@ -72,10 +72,8 @@ def costs_fit(cfg: RunConfig, costs: Costs) -> Costs:
 
 def simulate(cfg: RunConfig, costs: Costs, keep_events: bool = True) -> Prediction:
     """Simulate `cfg` with `costs`; `keep_events=False` keeps only the accounting (large clusters)."""
-    if cfg.runtime.survive:  # docs/edit-method.md §16: what the simulator would need
-        raise ConfigError("survive=True is not allowed in the preview simulator: False (its programs know no views or "
-                          "deaths, and with survival sync's all-reduces wait for the backward's end); run it on the "
-                          "virtual clock (clock='virtual'), which models deaths and joins")
+    if cfg.runtime.survive:
+        refuse_unmodelled_survival(cfg)
     if cfg.rules.grad_all_reduce is not None:  # notebook 01's exercise: it would time the built-in
         first = next((ln.strip() for ln in cfg.rules.grad_all_reduce.splitlines() if ln.strip()), "")
         raise ConfigError(f"grad_all_reduce_rule={first[:80]!r} is not allowed in a preview: None (the simulator "
@@ -90,18 +88,53 @@ def simulate(cfg: RunConfig, costs: Costs, keep_events: bool = True) -> Predicti
             raise ConfigError("sync_group_rule=... is not allowed in the preview simulator unless it gives the mesh's "
                               "own sync groups (one shard index in every replica), the only ones it models: launch "
                               "the run instead")
-    engine = Engine(costs, cfg.replicas, cfg.shards, cfg.link.latency_ms / 1e3, cfg.link.bandwidth_mb_s * 1e6,
-                    keep_events=keep_events)
-    programs: list[ReplicaProgram] = [PROGRAMS[cfg.method](cfg, costs, r) for r in range(cfg.replicas)]
-    for p in programs:
+    programs: list[ReplicaProgram] = []
+
+    def program(replica: int, life: int = 0) -> Any:
+        p = PROGRAMS[cfg.method](cfg, costs, replica, life)
         p.coarse = not keep_events
-    engine.run([p.run() for p in programs])
-    rows = [row for st in engine.states for row in st.rows]
+        programs.append(p)
+        return p.run()
+
+    link = (cfg.link.latency_ms / 1e3, cfg.link.bandwidth_mb_s * 1e6)
+    engine: Engine
+    if cfg.runtime.survive:  # deaths and joins: sim/survive.py
+        from edit_lab.clock.sim.survive import SurvivingEngine
+        from edit_lab.registry import capabilities
+
+        engine = SurvivingEngine(costs, cfg.replicas, cfg.shards, *link, keep_events=keep_events,
+                                 timeout_s=cfg.runtime.timeout_s, rejoin=cfg.runtime.rejoin_step >= 0,
+                                 min_replicas=cfg.runtime.survive_min_replicas,
+                                 state_bytes=costs.joiner_state_bytes(capabilities(cfg.method).is_local_sgd),
+                                 spawn=program)
+    else:
+        engine = Engine(costs, cfg.replicas, cfg.shards, *link, keep_events=keep_events)
+    engine.run([program(r) for r in range(cfg.replicas)])
+    rows = [row for st in engine.states if not st.lost for row in st.rows]
     train = sorted((r for r in rows if r["kind"] == "train"), key=lambda r: (r["step"], r["replica"]))
-    waits = sync_wait(engine) if keep_events else {st.replica: length(merge(st.exposed)) for st in engine.states}
+    waits = sync_wait(engine) if keep_events else {st.replica: length(merge(st.exposed)) for st in engine.states
+                                                   if not st.lost}
     summary = predicted_summary(cfg, train, waits, [p.end_s for p in programs])
+    if cfg.runtime.survive:
+        summary["survival"] = engine.episode.summary()  # type: ignore[attr-defined]
     rounds = getattr(programs[0], "rounds", [])
     return Prediction(cfg, costs, summary, engine.events, train, rounds)
+
+
+def refuse_unmodelled_survival(cfg: RunConfig) -> None:
+    """What the simulator's deaths and joins leave out (docs/edit-method.md §16), refused naming the field."""
+    if cfg.shards > 1:
+        raise ConfigError(f"shards={cfg.shards} is not allowed with survive=True in the preview simulator: 1 (one "
+                          f"rank per replica, as on the virtual clock: a replica's ranks agree on a view through a "
+                          f"shard-group max it does not model)")
+    if cfg.trouble.fault_replica_unit >= 0:
+        raise ConfigError(f"fault_replica_unit={cfg.trouble.fault_replica_unit} is not allowed in the preview "
+                          f"simulator: -1 (a death at the step's start; a death inside EDiT's layer-wise sync runs on "
+                          f"the virtual clock, clock='virtual')")
+    if cfg.trouble.fault_replica >= 0 and cfg.replicas - 1 < cfg.runtime.survive_min_replicas:
+        raise ConfigError(f"survive_min_replicas={cfg.runtime.survive_min_replicas} is not allowed with a death in "
+                          f"the preview simulator: at most {cfg.replicas - 1} (replicas - 1; below it the run ends "
+                          f"at the death, with nothing left to predict)")
 
 
 def sync_wait(engine: Engine) -> dict[int, float]:

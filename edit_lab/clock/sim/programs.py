@@ -55,8 +55,8 @@ from edit_lab.protocol import (
 class LocalSGDProgram(ReplicaProgram):
     """methods/local_sgd.py: warm-up, anchors at W, syncs between steps every τ, budget meetings."""
 
-    def __init__(self, cfg: RunConfig, costs: Costs, replica: int) -> None:
-        super().__init__(cfg, costs, replica)
+    def __init__(self, cfg: RunConfig, costs: Costs, replica: int, life: int = 0) -> None:
+        super().__init__(cfg, costs, replica, life)
         self.outer = False
         self.last_sync_step: int | None = None
         self.stopping = False
@@ -81,11 +81,32 @@ class LocalSGDProgram(ReplicaProgram):
 
     def after_optimizer(self, step: int) -> Gen:
         if is_sync_step(step + 1, self.cfg.schedule.warmup_steps, self.cfg.schedule.sync_interval) and (yield from self.go_on(step + 1)):
-            yield from self.sync_between_steps(step + 1)
+            yield from self.sync_now(step + 1)
 
     def finalize(self, step: int) -> Gen:
         if self.outer and (yield from self.final_sync_needed(step)):
+            yield from self.sync_now(step)
+
+    def sync_now(self, step: int) -> Gen:
+        """`sync_between_steps`, through survival's attempts when it is on."""
+        if self.survival is None:
             yield from self.sync_between_steps(step)
+        else:
+            yield from self.survival.attempt(step, lambda: self.sync_between_steps(step), rerun_after_discard=False)
+
+    # ------------------------------------------------------------ surviving a death (methods/local_sgd.py)
+    def syncs_in_step(self, step: int) -> bool:
+        return False
+
+    def discard_round(self, step: int) -> None:
+        self.last_sync_step = step
+
+    def take_state(self, step: int) -> None:
+        self.outer = True  # the donor's anchors and outer state (a join is after the warm-up)
+
+    def join_first_sync(self, step: int) -> Gen:
+        self.last_sync_step = step
+        yield from self.sync_now(step)
 
     def stop_here(self, step: int, spent: bool) -> Gen:
         if not self.outer:
@@ -151,6 +172,8 @@ class PostLocalSGDProgram(LocalSGDProgram):
 
 class DiLoCoProgram(LocalSGDProgram):
     def sync_between_steps(self, step: int) -> Gen:
+        if self.survival is not None:
+            yield from self.survival.before_sync(step)
         yield from self.whole_model_sync(step)
 
     def whole_model_sync(self, step: int) -> Gen:
@@ -163,8 +186,8 @@ class DiLoCoProgram(LocalSGDProgram):
 class CO2Program(DiLoCoProgram):
     """methods/co2.py: round k's all-reduce issued at its boundary, landed at the next one."""
 
-    def __init__(self, cfg: RunConfig, costs: Costs, replica: int) -> None:
-        super().__init__(cfg, costs, replica)
+    def __init__(self, cfg: RunConfig, costs: Costs, replica: int, life: int = 0) -> None:
+        super().__init__(cfg, costs, replica, life)
         self.in_flight: SimHandle | str | None = None  # "local": one replica, nothing travels
 
     def create_anchors(self, step: int) -> None:
@@ -198,9 +221,10 @@ class CO2Program(DiLoCoProgram):
 class EDiTProgram(LocalSGDProgram):
     """methods/edit.py: the sync inside the forward, unit by unit, one unit ahead with prefetch."""
 
-    def __init__(self, cfg: RunConfig, costs: Costs, replica: int) -> None:
-        super().__init__(cfg, costs, replica)
+    def __init__(self, cfg: RunConfig, costs: Costs, replica: int, life: int = 0) -> None:
+        super().__init__(cfg, costs, replica, life)
         self.syncing = False
+        self.join_pending = False  # a replacement before its first sync (k = 0 there)
         self.sync_step = 0
         self.pending: dict[int, SimHandle | None] = {}
         # a reader's sync order (RunConfig.rules.sync_schedule): per unit, the issues and waits of its pre-forward
@@ -220,7 +244,8 @@ class EDiTProgram(LocalSGDProgram):
 
     def begin_step(self, step: int) -> Gen:
         yield from super().begin_step(step)
-        self.syncing = self.outer and step != self.last_sync_step and (yield from self.should_sync(step))
+        self.syncing = (self.outer and (step != self.last_sync_step or self.join_pending)
+                        and (yield from self.should_sync(step)))
         if self.syncing:
             yield from self.start_sync(step)
 
@@ -235,7 +260,13 @@ class EDiTProgram(LocalSGDProgram):
         return (yield from super().stop_here(step, spent))
 
     def finalize(self, step: int) -> Gen:
-        if not self.outer or not (yield from self.final_sync_needed(step)):
+        if self.survival is not None:
+            yield from self.survival.attempt(step, lambda: self.closing_sync(step), rerun_after_discard=True)
+        else:
+            yield from self.closing_sync(step)
+
+    def closing_sync(self, step: int) -> Gen:
+        if not self.outer or not ((yield from self.final_sync_needed(step)) or self.join_pending):
             return
         yield from self.start_sync(step)
         for u in range(self.U):
@@ -243,6 +274,8 @@ class EDiTProgram(LocalSGDProgram):
 
     def start_sync(self, step: int) -> Gen:
         """Stages 1–2: the norms (shard group), then the decision all-gather (sync group, blocking)."""
+        if self.survival is not None:
+            yield from self.survival.before_sync(step)
         self.syncing, self.sync_step = True, step
         yield Local("sync_norms", self.costs.shard_exchange_s)
         yield from self.exchange("sync_decisions", self.R * self.U * len(DECISION_FIELDS) * F64, None, op="all_gather")
@@ -260,8 +293,26 @@ class EDiTProgram(LocalSGDProgram):
                 yield from self.issue(unit + 1)
             yield from self.finish(unit)
         if unit == self.U - 1:
-            self.syncing = False
+            self.syncing = self.join_pending = False
             self.sync_finished(self.sync_step)
+
+    # ------------------------------------------------------------ surviving a death (methods/edit.py)
+    def syncs_in_step(self, step: int) -> bool:
+        return True
+
+    def abandon_sync(self) -> Gen:
+        """Drain the failed sync's prefetched transfers (each ends, or fails on the dead peer) and forget it."""
+        from edit_lab.clock.sim.survive import Drain
+
+        for h in self.pending.values():
+            if h is not None:
+                yield Drain(h)
+        self.pending, self.syncing = {}, False
+
+    def join_first_sync(self, step: int) -> Gen:
+        self.last_sync_step = step
+        self.join_pending = True
+        yield from ()
 
     def issue(self, unit: int) -> Gen:
         self.pending[unit] = None if self.R == 1 else (
@@ -279,8 +330,8 @@ class EDiTProgram(LocalSGDProgram):
 class AEDiTProgram(EDiTProgram):
     """methods/aedit.py: meetings when the timer expires; a sync when the round holds N_min steps."""
 
-    def __init__(self, cfg: RunConfig, costs: Costs, replica: int) -> None:
-        super().__init__(cfg, costs, replica)
+    def __init__(self, cfg: RunConfig, costs: Costs, replica: int, life: int = 0) -> None:
+        super().__init__(cfg, costs, replica, life)
         self.last_sync_time: float | None = None
         self.last_meeting_step: int | None = None
         self.all_done = False
@@ -344,8 +395,8 @@ class StreamingDiLoCoProgram(LocalSGDProgram):
     """methods/streaming.py: a fragment leaves every H/P steps (or when a reader's `fragment_schedule_rule` says)
     and lands `fragment_sync_delay` steps later."""
 
-    def __init__(self, cfg: RunConfig, costs: Costs, replica: int) -> None:
-        super().__init__(cfg, costs, replica)
+    def __init__(self, cfg: RunConfig, costs: Costs, replica: int, life: int = 0) -> None:
+        super().__init__(cfg, costs, replica, life)
         self.fragments = fragment_units(self.U, cfg.streaming.fragments)
         self.delay = cfg.streaming.fragment_sync_delay
         # the schedule the ranks follow: the library's fragment_landing, or the reader's rule (no torch)

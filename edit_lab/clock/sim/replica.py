@@ -45,13 +45,24 @@ def _straggler_rule(source: str) -> Callable[[int, int, float], float]:
 class ReplicaProgram:
     """`Trainer.run` of one replica with `Method`'s hooks: the base behaviour is synchronous training."""
 
-    def __init__(self, cfg: RunConfig, costs: Costs, replica: int) -> None:
-        self.cfg, self.costs, self.replica = cfg, costs, replica
-        self.R, self.U = cfg.replicas, costs.units
+    def __init__(self, cfg: RunConfig, costs: Costs, replica: int, life: int = 0) -> None:
+        self.cfg, self.costs, self.replica, self.life = cfg, costs, replica, life
+        self.members: tuple[int, ...] = tuple(range(cfg.replicas))  # the sync group's replicas (survival: the view's)
+        self.U = costs.units
+        self.survival: Any = None  # survive=True: this life's side of a death (`surviving.SimSurvival`)
+        if cfg.runtime.survive:
+            from edit_lab.clock.sim.surviving import SimSurvival
+
+            self.survival = SimSurvival(cfg, self, life)
         self.tokens = cfg.shards * cfg.data.batch_size * cfg.data.seq_len
         self.end_s = 0.0
         self.coarse = False  # one forward and one backward span per step where no unit hook runs (no events kept)
         self.grads_in_flight: list[SimHandle] = []  # gradient all-reduces issued during this step's backward
+
+    @property
+    def R(self) -> int:
+        """Replicas in the sync group now (`Mesh.sync_size`): all of them, or the live members of the view."""
+        return len(self.members)
 
     # ------------------------------------------------------------------ sync-group helpers
     def exchange(self, kind: str, nbytes: int, payload: Any, unit: int | None = None, op: str = "all_reduce") -> Gen:
@@ -92,7 +103,7 @@ class ReplicaProgram:
 
     def overlaps_grads(self, step: int) -> bool:
         """`Method.grad_ready_hook`: are this step's gradient all-reduces started during the backward?"""
-        return self.R > 1 and self.all_reduces_grads(step)
+        return self.R > 1 and self.all_reduces_grads(step) and self.survival is None  # survival: after the backward
 
     def grad_ready(self, unit: int) -> Gen:
         """`Method.grad_ready`: unit's gradient shard is final; its all-reduce leaves now."""
@@ -104,6 +115,11 @@ class ReplicaProgram:
         budget, every_s = cfg.time_budget, cfg.data.eval_every_s
         next_eval = every_s if every_s > 0 else math.inf
         step = 0
+        if self.life > 0:  # a replacement (`Episode.begin`): the donor's state, at the step of the sync that admits it
+            step = yield from self.survival.join()
+            yield Step(step)
+            self.take_state(step)
+            yield from self.join_first_sync(step)
         while True:  # the loop top's exchanges still belong to the previous step, as `log.step` says in a run
             t = (yield from self.replica_clock()) if (budget or every_s) else 0.0
             if budget:
@@ -126,7 +142,21 @@ class ReplicaProgram:
 
     def train_step(self, step: int) -> Gen:
         c = self.costs
+        if self.survival is not None:
+            yield from self.survival.die(step)  # `faults.inject`: a death at the step's start
         yield Step(step)
+        if self.survival is not None and self.syncs_in_step(step):  # sync's, EDiT's: the step again after a death
+            yield from self.survival.attempt(step, lambda: self.until_optimizer(step), rerun_after_discard=True)
+        else:
+            yield from self.until_optimizer(step)
+        yield Work("optimizer", c.other_s)
+        yield from self.straggle(step, c.stretched_s)
+        yield from self.after_optimizer(step)
+        yield Row({"kind": "train", "step": step, "tokens": self.tokens})
+
+    def until_optimizer(self, step: int) -> Gen:
+        """`Trainer.until_optimizer`: `begin_step`, the forward, the backward, `after_backward`."""
+        c = self.costs
         yield from self.begin_step(step)
         early = self.overlaps_grads(step)
         if self.coarse and not self.unit_hooks() and not early:  # the same times, two requests instead of two per unit
@@ -136,10 +166,6 @@ class ReplicaProgram:
             yield from self.forward()
             yield from self.backward(early)
         yield from self.after_backward(step)
-        yield Work("optimizer", c.other_s)
-        yield from self.straggle(step, c.stretched_s)
-        yield from self.after_optimizer(step)
-        yield Row({"kind": "train", "step": step, "tokens": self.tokens})
 
     def forward(self) -> Gen:
         """`ShardedModel.forward`: the root unit's embedding half, each block after its `pre_unit` hook, then
@@ -210,12 +236,33 @@ class ReplicaProgram:
         yield from ()
 
     def after_backward(self, step: int) -> Gen:
+        if self.survival is not None:  # the newest view (a replacement's state) before the all-reduce
+            yield from self.survival.before_sync(step)
         yield from self.all_reduce_grads()
 
     def after_optimizer(self, step: int) -> Gen:
         yield from ()
 
     def finalize(self, step: int) -> Gen:
+        yield from ()
+
+    # ------------------------------------------------------------------ surviving a death (`Method`'s hooks)
+    def syncs_in_step(self, step: int) -> bool:
+        """Does the step hold a sync before its optimizer (retried whole after a death)? sync's: every step."""
+        return True
+
+    def abandon_sync(self) -> Gen:
+        """A sync failed: let go of what it has in flight."""
+        yield from ()
+
+    def discard_round(self, step: int) -> None:
+        """`survive_on_failure='discard'`: drop the interrupted round (nothing for sync)."""
+
+    def take_state(self, step: int) -> None:
+        """A replacement took the donor's state at `step` (sync: θ, nothing the schedule reads)."""
+
+    def join_first_sync(self, step: int) -> Gen:
+        """A replacement, before training `step` (sync: nothing; its first all-reduce admits it)."""
         yield from ()
 
     def stop_here(self, step: int, spent: bool) -> Gen:
