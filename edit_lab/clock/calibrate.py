@@ -211,4 +211,14 @@ def calibrate(run_dir: str | Path | Run) -> Costs:
     return Costs(fwd_s=fwd_s, bwd_s=bwd_s, other_s=other_s, own_compute_s=own_compute_s, unit_bytes=tuple(unit_bytes), sync_latency_s=latency,
                  sync_Bps=bps, clock_s=clock_s, eval_s=eval_s, outer_step_s=outer_step_s,
                  shard_exchange_s=shard_exchange_s, model=cfg.data.model, shards=cfg.shards, batch_size=cfg.data.batch_size,
-                 seq_len=cfg.data.seq_len, source=str(run.path))
+                 seq_len=cfg.data.seq_len, source=str(run.path), state_bytes=_state_bytes(run))
+
+
+def _state_bytes(run: Run) -> int:
+    """The bytes of the state a donor handed a replacement (a run that survived a death: its `transfer` record in
+    syncs.jsonl), for the simulator's join (`Costs.state_bytes`); 0 when the run had none (it is then estimated)."""
+    from edit_lab.records.events import read_jsonl
+
+    path = run.path / "syncs.jsonl"
+    rows = read_jsonl(path) if path.exists() else []
+    return next((int(r["bytes"]) for r in rows if r.get("kind") == "transfer" and r.get("side") == "donor"), 0)

@@ -48,6 +48,7 @@ class LabPreview:
         self.prediction: Prediction | None = None
         self.compared: tuple[Prediction, dict[str, Any]] | None = None  # (preview before a run, its summary)
         self.redraws = 0
+        self.refused = ""  # why the simulator would not predict the last configuration (a ConfigError's words)
         self.path = "simulator"  # one of PREVIEW_PATHS (benchmarks/preview_latency.py times both)
         self.calibrate_from(*runs)
         if self.costs is None:
@@ -79,6 +80,7 @@ class LabPreview:
 
     # ------------------------------------------------------------------ what to show
     def predict(self) -> Prediction | None:
+        self.refused = ""
         if self.costs is None:
             return None
         cfg = self.config()
@@ -94,7 +96,11 @@ class LabPreview:
                 return predict(cfg, self.costs)
             except ConfigError:
                 return None
-        return simulate(cfg, self.costs)
+        try:  # a death and a replacement (survive=True) are simulated too; what they leave out is refused
+            return simulate(cfg, self.costs)
+        except ConfigError as e:
+            self.refused = str(e)
+            return None
 
     def _source(self) -> str:
         return self.costs.source.rstrip("/").split("/")[-1] if self.costs else ""
@@ -108,7 +114,8 @@ class LabPreview:
         if pred is None:
             from edit_lab.viz.layout import empty_figure
 
-            return empty_figure("preview", "no preview: no calibration run matches these settings"), ""
+            why = self.refused or "no calibration run matches these settings"
+            return empty_figure("preview", f"no preview: {why}"), ""
         note = (f"simulated in {1e3 * (time.perf_counter() - t0):.0f} ms from the costs of run {self._source()}; "
                 "press Run to measure")
         return preview_figure(pred, note=note), comparison_html(pred)
