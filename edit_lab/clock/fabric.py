@@ -306,8 +306,15 @@ class Fabric:
                 del self.open[key]
 
     def _failed(self, gkey: tuple, coll: Collective) -> bool:
-        """A member of `coll` is dead (for this group): it fails, each arrived member at its own time."""
-        death = next((self.dead[m] for m in coll.members if m in self.dead and self.dead[m].breaks(gkey)), None)
+        """A member of `coll` is dead (for this group) and never arrived: it fails, each arrived member at its own time.
+
+        A collective the dead member had arrived at before it died is not failed by its death: its other members
+        arrived at it no later in virtual time (EDiT's prefetch issues unit l+1 with unit l, and a death inside the
+        sync strikes after unit l's wait), so it completes, as it does at one lane, where ranks run in virtual-time
+        order; at several lanes the dying rank's thread may reach its death before a peer's thread reaches its
+        arrival, and failing it then made the timeline depend on the threads' order."""
+        death = next((self.dead[m] for m in coll.members
+                      if m in self.dead and m not in coll.parts and self.dead[m].breaks(gkey)), None)
         if death is None:
             return False
         coll.error = death.error(coll.kind, coll.group)

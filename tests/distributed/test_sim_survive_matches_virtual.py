@@ -6,7 +6,8 @@ replacement at the first sync at or after 40) on the virtual clock, which runs t
 the same collectives (the dead life's are lost on both sides, the retried sync's are in the new view's group with its
 ring bytes), every collective's issue and completion, every step's end, the run's end, and the views with the times
 they were published, equal to float rounding (`MEASURED_TOL`, as `test_sim_matches_virtual.py`). Also a hang
-(detection after `timeout_s`, the launcher's settle) and `discard`.
+(detection after `timeout_s`, the launcher's settle), `discard`, a death inside EDiT's layer-wise sync, stragglers
+and random pauses, replica 0's death, and a death before the closing sync with no replacement.
 
 The donor's state is the one input the virtual run measures that the costs do not hold (`torch.save` of the state:
 its bytes): it is read from the run's `transfer` record and handed to the simulator as `Costs.state_bytes`, exactly as
@@ -41,6 +42,23 @@ CASES: dict[str, dict[str, Any]] = {
     **{f"{m}-kill-discard-R3": dict(method=m, replicas=3, survive_on_failure="discard") for m in ("diloco", "edit")},
     "edit-hang-discard-R2-slow-link": dict(method="edit", replicas=2, fault_replica_kind="hang", timeout_s=3.0,
                                            survive_on_failure="discard", link_latency_ms=5.0, link_bandwidth_mb_s=50.0),
+    # a death inside EDiT's layer-wise sync (`fault_replica_unit`): unit 1's transfer, prefetched, still lands
+    "edit-inside-unit-1": dict(method="edit", replicas=3, fault_replica_unit=1),
+    "edit-inside-unit-0-hang": dict(method="edit", replicas=3, fault_replica_unit=0, fault_replica_kind="hang",
+                                    timeout_s=3.0),
+    "edit-inside-unit-2-discard-R2": dict(method="edit", replicas=2, fault_replica_unit=2,
+                                          survive_on_failure="discard"),
+    # the StragglerLab's slowness with a death: a consistent straggler (the dead one, or a survivor), random pauses
+    "sync-straggler-random-pauses": dict(method="sync", replicas=3, straggler_replicas=(2,), straggler_factor=2.0,
+                                         random_pause_prob=0.3, random_pause_ms=20.0),
+    "diloco-the-straggler-dies": dict(method="diloco", replicas=3, straggler_replicas=(1,), straggler_factor=2.0),
+    "edit-straggler-slow-link": dict(method="edit", replicas=3, straggler_replicas=(2,), straggler_factor=2.0,
+                                     link_latency_ms=5.0, link_bandwidth_mb_s=50.0),
+    # replica 0 dies (the donor is then replica 1); a death before the closing sync, with no replacement (the dead
+    # life's events stay, as its events file does)
+    "diloco-replica-0-dies": dict(method="diloco", replicas=3, fault_replica=0),
+    "diloco-before-the-closing-sync": dict(method="diloco", replicas=3, steps=58, fault_replica_step=57,
+                                           rejoin_step=-1),
 }
 
 
@@ -50,13 +68,16 @@ def _views(summary: dict[str, Any]) -> list[tuple[int, list[int], list[int], lis
 
 @pytest.mark.parametrize("case", CASES)
 def test_the_simulator_follows_the_virtual_clock_through_a_death_and_a_join(tmp_path, case):
-    run = launch(small(out=str(tmp_path / "run"), **{**EPISODE, **CASES[case]}))
+    cfg = small(out=str(tmp_path / "run"), **{**EPISODE, **CASES[case]})
+    run = launch(cfg)
     joiner = [r["bytes"] for r in read_jsonl(run.path / "syncs.jsonl") if r["kind"] == "transfer" and r["side"] == "donor"]
-    assert len(joiner) == 1, "the replacement took a donor's state once"
-    check = compare(run, dataclasses.replace(costs_for(run.config), state_bytes=joiner[0]))
+    replaced = cfg.runtime.rejoin_step >= 0
+    assert len(joiner) == replaced, "a replacement took a donor's state once"
+    check = compare(run, dataclasses.replace(costs_for(run.config), state_bytes=joiner[0] if joiner else 0))
     assert check.same_collectives, check.first_difference()
     virt_steps, sim_steps = steps_per_replica(run, check.prediction)
-    assert virt_steps == sim_steps and virt_steps["1"] == 20  # the dead life's rows are lost, the replacement's kept
+    dead = str(cfg.trouble.fault_replica)  # the dead life's rows are lost, the replacement's kept
+    assert virt_steps == sim_steps and virt_steps[dead] == (cfg.steps - 40 if replaced else 0)
     assert check.timeline_error <= MEASURED_TOL, check.worst_time()
     sim, virt = _views(check.prediction.summary), _views(run.summary)
     assert [v[:4] for v in sim] == [v[:4] for v in virt]
@@ -75,7 +96,7 @@ def test_a_departure_in_the_episode_shows(tmp_path):
     assert sim - virt == pytest.approx(1e6 / costs.sync_Bps, rel=1e-9)
 
 
-@pytest.mark.parametrize("field, value", [("shards", 2), ("fault_replica_unit", 1), ("survive_min_replicas", 3)])
+@pytest.mark.parametrize("field, value", [("shards", 2), ("survive_min_replicas", 3)])
 def test_what_the_simulator_cannot_model_is_refused_naming_the_field(field, value):
     cfg = small(**{**EPISODE, "clock": "wall", "method": "edit", "replicas": 3, field: value})
     with pytest.raises(ConfigError, match=f"{field}="):

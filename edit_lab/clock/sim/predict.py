@@ -127,10 +127,6 @@ def refuse_unmodelled_survival(cfg: RunConfig) -> None:
         raise ConfigError(f"shards={cfg.shards} is not allowed with survive=True in the preview simulator: 1 (one "
                           f"rank per replica, as on the virtual clock: a replica's ranks agree on a view through a "
                           f"shard-group max it does not model)")
-    if cfg.trouble.fault_replica_unit >= 0:
-        raise ConfigError(f"fault_replica_unit={cfg.trouble.fault_replica_unit} is not allowed in the preview "
-                          f"simulator: -1 (a death at the step's start; a death inside EDiT's layer-wise sync runs on "
-                          f"the virtual clock, clock='virtual')")
     if cfg.trouble.fault_replica >= 0 and cfg.replicas - 1 < cfg.runtime.survive_min_replicas:
         raise ConfigError(f"survive_min_replicas={cfg.runtime.survive_min_replicas} is not allowed with a death in "
                           f"the preview simulator: at most {cfg.replicas - 1} (replicas - 1; below it the run ends "

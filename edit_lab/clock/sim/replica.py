@@ -49,6 +49,7 @@ class ReplicaProgram:
         self.cfg, self.costs, self.replica, self.life = cfg, costs, replica, life
         self.members: tuple[int, ...] = tuple(range(cfg.replicas))  # the sync group's replicas (survival: the view's)
         self.U = costs.units
+        self.step = 0  # the step being trained (what a death inside the forward strikes)
         self.survival: Any = None  # survive=True: this life's side of a death (`surviving.SimSurvival`)
         if cfg.runtime.survive:
             from edit_lab.clock.sim.surviving import SimSurvival
@@ -142,6 +143,7 @@ class ReplicaProgram:
 
     def train_step(self, step: int) -> Gen:
         c = self.costs
+        self.step = step
         if self.survival is not None:
             yield from self.survival.die(step)  # `faults.inject`: a death at the step's start
         yield Step(step)
@@ -171,12 +173,19 @@ class ReplicaProgram:
         """`ShardedModel.forward`: the root unit's embedding half, each block after its `pre_unit` hook, then
         the root's head half (so a block's sync waits on the embedding only, not on the head)."""
         c = self.costs
-        yield from self.pre_unit(0)
+        yield from self.hooks_pre_unit(0)
         yield Work("compute_fwd", c.fwd_s[0] / 2, unit=0, data={"part": "embed"})
         for u in range(1, self.U):
-            yield from self.pre_unit(u)
+            yield from self.hooks_pre_unit(u)
             yield Work("compute_fwd", c.fwd_s[u], unit=u)
         yield Work("compute_fwd", c.fwd_s[0] / 2, unit=0, data={"part": "head"})
+
+    def hooks_pre_unit(self, unit: int) -> Gen:
+        """What the forward calls before each unit (`Trainer.hooks`): `pre_unit`, after a death that strikes there
+        (`faults.UnitFault`, survival's `fault_replica_unit`)."""
+        if self.survival is not None:
+            yield from self.survival.die(self.step, unit)
+        yield from self.pre_unit(unit)
 
     def backward(self, early: bool = False) -> Gen:
         """`ShardedModel.backward`: the head half, the blocks last to first, the embedding half. Each unit's

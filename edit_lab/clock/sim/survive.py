@@ -3,8 +3,9 @@
 `SurvivingEngine` is the engine (`engine.py`) with what `clock/survive_virtual.py` plays on the virtual clock, on the
 same constants and rules (`clock/survive_costs.py`), so that the two give the same timeline:
 
-- *a death* (`Die`, yielded by the dying replica's program at its step's start): its life ends and its rows and
-  events are lost with it (a dead rank's are); every collective of an older view with it fails for the members that
+- *a death* (`Die`, yielded by the dying replica's program at its step's start, or before a unit of its forward):
+  its life ends and its metrics rows are lost with it, its events too when a replacement's take their place (as a
+  dead rank's records are); every collective of an older view with it fails for the members that
   arrived, each at `Death.failed_at(arrival)`, and so does every later arrival there (`PeerLoss` is thrown into the
   program, which rolls back: `surviving.py`);
 - *the launcher*: the view without it is published `published_after_s` after the death, and a replacement's program
@@ -144,8 +145,10 @@ class SurvivingEngine(Engine):
         self._fail(g, c, death)
 
     def _breaking(self, g: Any, c: _Collective) -> Death | None:
-        """The death that makes a collective of view `g` fail (a member dead, the view older than its death's)."""
-        return next((self.dead[m] for m in c.members if m in self.dead and g < self.dead[m].view), None)
+        """The death that makes a collective of view `g` fail: a member dead that never issued it, the view older than
+        its death's (one it issued before it died completes: `Fabric._failed`)."""
+        return next((self.dead[m] for m in c.members if m in self.dead and m not in c.issued
+                     and g < self.dead[m].view), None)
 
     def _fail(self, g: Any, c: _Collective, death: Death) -> None:
         """Every member that arrived learns of the failure at its own `failed_at` (`Fabric._failed`)."""
@@ -190,8 +193,9 @@ class SurvivingEngine(Engine):
     def _die(self, st: ReplicaState, kind: str) -> None:
         """`Episode.death`: the life ends, its records are lost, the launcher publishes and replaces."""
         r, t, ep = st.replica, st.t, self.episode
-        st.finished = st.lost = True
-        self.events = [e for e in self.events if e["replica"] != r]
+        st.finished = st.lost = True  # its metrics rows die with it
+        if self.rejoin:  # its events file is written as it dies, and replaced by its replacement's
+            self.events = [e for e in self.events if e["replica"] != r]
         view = ep.views[-1]
         t_pub = t + published_after_s(kind, self.timeout_s)
         self.dead[r] = Death(r, t, kind, view.number + 1, self.timeout_s)
@@ -202,7 +206,7 @@ class SurvivingEngine(Engine):
                                f"survive_min_replicas={self.min_replicas}")
         for g, group in self.collectives.items():
             for c in group:
-                if r in c.members and not c.settled and g < view.number + 1:
+                if r in c.members and r not in c.issued and not c.settled and g < view.number + 1:
                     self._fail(g, c, self.dead[r])
         ep.views.append(SimView(view.number + 1, members, died=(r,), t=t_pub))
         if self.rejoin:

@@ -39,15 +39,17 @@ class SimSurvival:
         self.snapshot = False  # a sync attempt took its snapshot (it got past `enter`)
 
     # ------------------------------------------------------------ a death
-    def dies_at(self, step: int) -> str | None:
-        """`faults.inject`: the kind of death that strikes this life at the start of `step` (None: none)."""
+    def dies_at(self, step: int, unit: int = -1) -> str | None:
+        """`faults.inject` (`unit` -1: at the start of `step`) and `faults.UnitFault` (right before unit `unit`'s
+        `pre_unit` in the forward of `step`): the kind of death that strikes this life there (None: none)."""
         t = self.cfg.trouble
-        if self.life == 0 and t.fault_replica == self.program.replica and step == t.fault_replica_step:
+        if (self.life == 0 and t.fault_replica == self.program.replica and step == t.fault_replica_step
+                and unit == t.fault_replica_unit):
             return t.fault_replica_kind
         return None
 
-    def die(self, step: int) -> Gen:
-        kind = self.dies_at(step)
+    def die(self, step: int, unit: int = -1) -> Gen:
+        kind = self.dies_at(step, unit)
         if kind is not None:
             yield Die(kind)
 
