@@ -63,3 +63,20 @@ def test_donor_exercise_judge_without_a_run():
     assert not nb10.judge_donor_run([0], 2, True).passed
     assert not nb10.judge_donor_run([2], 2, False).passed
     assert not nb10.judge_donor_run([], 2, True).passed
+
+
+def test_the_episode_in_order_and_the_standstill():
+    spans = [{"piece": "death", "replica": 1, "t0": 0.25, "t1": 0.25},
+             {"piece": "detection", "replica": 0, "t0": 0.267, "t1": 0.275},
+             {"piece": "rollback", "replica": 0, "t0": 0.275, "t1": 0.297},
+             {"piece": "view", "replica": 0, "t0": 0.297, "t1": 0.311},
+             {"piece": "retry", "replica": 0, "t0": 0.311, "t1": 0.316},
+             {"piece": "join", "replica": 1, "t0": 0.40, "t1": 0.40},
+             {"piece": "view", "replica": 0, "t0": 0.362, "t1": 0.40}]  # the join's view: not the death's
+    v = sv.episode_in_order(spans[:-1], dead=1, joiner=1)
+    assert v.ok and "detection, rollback, view, retry" in v.numbers
+    assert abs(sv.standstill_ms(spans, dead=1) - 49.0) < 1e-9  # 8 + 22 + 14 + 5 ms; the join's view left out
+    late = [dict(s, t0=0.5) if s["piece"] == "rollback" else s for s in spans[:-1]]  # a piece after the join
+    assert not sv.episode_in_order(late, dead=1, joiner=1).ok
+    assert not sv.episode_in_order([s for s in spans if s["piece"] != "death"], dead=1, joiner=1).ok
+    assert not sv.episode_in_order([s for s in spans if s["piece"] != "join"], dead=1, joiner=1).ok
