@@ -2,7 +2,8 @@
 
 - `StragglerLab`: choose a method, the sync interval (A-EDiT: the sync period in seconds), how slow
   the last replica is, random pauses, the link's bandwidth and latency, prefetch and the penalty
-  switches (A-EDiT chosen with no time budget gets one: `config.panel_time_budget`); the *preview* tab
+  switches (A-EDiT chosen with no time budget gets one: `config.panel_time_budget`), and a replica to kill at a
+  step while the run trains, survival carrying on (ui/death.py); the *preview* tab
   redraws a simulated run (edit_lab/clock/sim) on every change, no Run needed;
   **Run** launches a real run (progress bar included), then sets the preview beside its measurement and
   draws its timeline, the straggler and loss figures (against the previous runs, so two presses compare
@@ -39,6 +40,7 @@ from edit_lab.core.mesh import Mesh
 from edit_lab.records.analysis import RunLike, as_run, as_runs, comm_split, sync_window
 from edit_lab.records.run import Run
 from edit_lab.records.rundir import PROGRESS, read_progress
+from edit_lab.ui.death import DeathControls, death_window, deaths, survivors_figure
 from edit_lab.ui.preview import LabPreview, Shown
 from edit_lab.viz.layout import empty_figure, short_run_labels
 from edit_lab.viz.losses import loss_figure
@@ -288,6 +290,9 @@ class StragglerLab:
                                                "the same run in this process, every rank a thread, timed by a cost "
                                                "model (the virtual clock): no core contention, the same on any "
                                                "machine"])
+        # a replica killed while the run trains, survival carrying on (ui/death.py says why it is scheduled)
+        self.death = DeathControls(b, style, layout)
+        self.kill_replica, self.kill_step, self.rejoin_step = self.death.widgets
         self.button = W.Button(description="Run", button_style="primary", icon="play",
                                tooltip="launch a run with these settings (on the chosen clock)")
         self.progress = W.IntProgress(value=0, min=0, max=b.steps, description="",
@@ -298,6 +303,7 @@ class StragglerLab:
         self.button.on_click(lambda _b: self._on_click())
         self.clock.observe(lambda _change: self._clock_chosen(), names="value")
         self.method.observe(lambda change: self._method_chosen(change["new"]), names="value")
+        self.steps.observe(lambda change: self.death.steps_changed(int(change["new"])), names="value")
         self.figures: dict[str, go.Figure] = {}
         self.figure_widgets: dict[str, FigurePane] = {name: FigurePane() for name in FIGURES}
         previewed = {n: w for n, w in self.controls().items() if n != "clock"}  # the preview simulates either clock
@@ -310,7 +316,8 @@ class StragglerLab:
         # the columns wrap onto the next row where the notebook is narrow, instead of leaving the view
         controls = W.HBox([
             W.VBox([self.method, self.steps, self.sync_interval, self.sync_period, self.prefetch], **column),
-            W.VBox([self.time_budget, self.slow_factor, self.pause_prob, self.pause_ms], **column),
+            W.VBox([self.time_budget, self.slow_factor, self.pause_prob, self.pause_ms, *self.death.widgets],
+                   **column),
             W.VBox([self.bandwidth, self.latency_ms, self.penalty_anomaly, self.penalty_weighting,
                     self.penalty_clip], **column),
         ], layout=W.Layout(flex_flow="row wrap", width="100%", overflow="visible"))
@@ -328,7 +335,8 @@ class StragglerLab:
         """Every control by name (the names `set()` accepts)."""
         names = ("method", "steps", "time_budget", "sync_interval", "sync_period", "prefetch", "slow_factor",
                  "pause_prob", "pause_ms",
-                 "bandwidth", "latency_ms", "penalty_anomaly", "penalty_weighting", "penalty_clip", "clock")
+                 "bandwidth", "latency_ms", "penalty_anomaly", "penalty_weighting", "penalty_clip", "kill_replica",
+                 "kill_step", "rejoin_step", "clock")
         return {n: getattr(self, n) for n in names}
 
     def set(self, **values: Any) -> "StragglerLab":
@@ -349,6 +357,7 @@ class StragglerLab:
             link_bandwidth_mb_s=float(self.bandwidth.value), link_latency_ms=float(self.latency_ms.value),
             penalty_anomaly=bool(self.penalty_anomaly.value), penalty_weighting=bool(self.penalty_weighting.value),
             penalty_clip=bool(self.penalty_clip.value), progress=False, clock=str(self.clock.value),
+            **self.death.settings(),
         )
 
     def _clock_chosen(self) -> None:
@@ -362,6 +371,7 @@ class StragglerLab:
     def _method_chosen(self, method: str) -> None:
         """A-EDiT chosen with no time budget: give it one (the slider moves, so the reader sees it)."""
         self.time_budget.value = panel_time_budget(method, float(self.time_budget.value))
+        self.death.allow(method)  # a method that cannot survive a death: the kill control off, and why
 
     # ------------------------------------------------------------ running
     def run(self) -> Run:
@@ -432,11 +442,13 @@ class StragglerLab:
         if last is None:
             return
         runs, shown = self.history, self.history[-ROUNDS_SHOWN:]
-        self._set("timeline", mark_clock(timeline_figure(last, steps=sync_window(last)), [last]))
+        # a run with a death: the timeline shows the episode, the loss tab each replica of that run
+        self._set("timeline", mark_clock(timeline_figure(last, steps=death_window(last) or sync_window(last)), [last]))
         labels = clock_labels(runs, short_run_labels(runs))  # two presses with the same settings: '#1', '#2'
         self._set("stragglers", mark_clock(straggler_figure(runs, labels=labels), runs))
         self._set("rounds", mark_clock(rounds_figure(shown, labels=labels[-ROUNDS_SHOWN:]), shown))
-        self._set("loss", mark_clock(loss_figure(runs, labels=labels), runs))
+        loss = survivors_figure(last, labels[-1]) if deaths(last) else loss_figure(runs, labels=labels)
+        self._set("loss", mark_clock(loss, [last] if deaths(last) else runs))
         self._set("penalty", mark_clock(penalty_figure(last), [last]))
 
     def _set(self, name: str, fig: go.Figure) -> None:
