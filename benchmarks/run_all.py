@@ -17,7 +17,9 @@ SCRIPTS = (["engine_vs_fsdp2.py", "--steps", "40", "--repeats", "2"], ["edit_ove
            ["stragglers.py", "--repeats", "2"], ["binder_memory.py"], ["preview_vs_real.py"],
            ["virtual_race.py", "--replicas", "8", "--budget", "6", "--json", "virtual_race.json"],
            ["virtual_race.py", "--replicas", "64", "--budget", "3", "--aedit-periods", "4", "8", "--json", "virtual_race_64.json"],
-           ["mkl_pin.py", "--json", "mkl_pin.json"], ["virtual_vs_real.py", "--json", "virtual_vs_real.json"])
+           ["mkl_pin.py", "--json", "mkl_pin.json"], ["virtual_vs_real.py", "--json", "virtual_vs_real.json"],
+           ["survive_costs.py", "--methods", "sync,diloco,edit", "--json", "survive_costs.json"],
+           ["survive_race.py", "--json", "survive_race.json"])
 
 
 def main() -> int:
