@@ -32,6 +32,29 @@ def _axis_title(fig: Any, axis: str) -> str:
     return title or ""
 
 
+def _levels(v: Any, n: int) -> list[Any]:
+    """A multi-category axis' values (plotly: one sequence per level, each of the points' length) as one label per
+    point, "outer · inner"; any other axis' values as they are."""
+    v = list(v)
+    if v and all(isinstance(level, (list, tuple)) and len(level) == n for level in v) and len(v) != n:
+        return [" · ".join(map(str, parts)) for parts in zip(*v)]
+    return v
+
+
+def _points(t: Any) -> tuple[list[Any], list[Any]]:
+    """(x, y) of a trace's points. A bar drawn from a `base` (a span: a layout's shard, a timeline's event) shows
+    its start and end on the value axis, not its length alone."""
+    x, y = _levels(t.x, len(t.y)), _levels(t.y, len(t.x))
+    base = getattr(t, "base", None) if getattr(t, "type", "") == "bar" else None
+    if base is not None:
+        starts = list(base) if isinstance(base, (list, tuple)) else [base] * max(len(x), len(y))
+        horizontal = getattr(t, "orientation", None) == "h"
+        lengths = x if horizontal else y
+        spans = [f"{b:g}–{b + v:g}" for b, v in zip(starts, lengths)]
+        x, y = (spans, y) if horizontal else (x, spans)
+    return x, y
+
+
 def figure_values(fig: Any, max_rows: int = MAX_ROWS) -> pd.DataFrame:
     """Every (x, y) point of `fig`'s traces that have both: columns `trace` (its name, else its role), the x and
     the y named by the axes' titles, and `panel` when the traces sit on several axes (the titles of the axes that
@@ -46,7 +69,7 @@ def figure_values(fig: Any, max_rows: int = MAX_ROWS) -> pd.DataFrame:
         name = t.name or meta.get("role", "") + (f" {meta['replica']}" if "replica" in meta else "")
         xt, yt = _axis_title(fig, t.xaxis or "x"), _axis_title(fig, t.yaxis or "y")
         panel = " / ".join(title for title, differs in ((xt, len(xs) > 1), (yt, len(ys) > 1)) if differs and title)
-        rows += [{"panel": panel, "trace": name, "x": xi, "y": yi} for xi, yi in zip(t.x, t.y)]
+        rows += [{"panel": panel, "trace": name, "x": xi, "y": yi} for xi, yi in zip(*_points(t))]
     table = pd.DataFrame(rows, columns=["panel", "trace", "x", "y"])
     if len(axes) <= 1:
         (xa, ya), = axes or {("x", "y")}

@@ -42,3 +42,19 @@ def test_panels_that_differ_by_their_x_axis_are_named_by_it():
     fig.update_xaxes(title_text="MB sent", row=1, col=2)
     fig.update_yaxes(title_text="validation loss", row=1, col=1)
     assert figure_values(fig)["panel"].tolist() == ["virtual seconds", "MB sent"]
+
+
+def test_a_multicategory_axis_gives_one_label_per_point_and_a_based_bar_its_span():
+    import plotly.graph_objects as go
+
+    from edit_course.figures.values import figure_values
+
+    fig = go.Figure(go.Bar(x=[["S=1", "S=1", "S=2"], ["rank 0", "rank 1", "rank 0"]], y=[10.0, 10.0, 5.0],
+                           name="shards"))
+    fig.update_layout(xaxis_title="run / rank", yaxis_title="bytes")
+    t = figure_values(fig)
+    assert t["run / rank"].tolist() == ["S=1 · rank 0", "S=1 · rank 1", "S=2 · rank 0"]
+    assert t["bytes"].tolist() == [10.0, 10.0, 5.0]
+    spans = go.Figure(go.Bar(orientation="h", base=[0, 4104], x=[4104, 3152], y=["unit 0", "unit 1"], name="shard 0"))
+    spans.update_layout(xaxis_title="position", yaxis_title="unit")
+    assert figure_values(spans)["position"].tolist() == ["0–4104", "4104–7256"]
