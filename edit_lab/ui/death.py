@@ -33,9 +33,9 @@ class DeathControls:
         self.kill_replica = W.Dropdown(options=self.options(base.replicas),
                                        value=t.fault_replica if base.runtime.survive else NOBODY,
                                        description="kill replica", style=style, layout=layout)
-        self.kill_step = W.IntSlider(value=t.fault_replica_step or steps // 2, min=1, max=steps,
+        self.kill_step = W.IntSlider(value=t.fault_replica_step or steps // 2, min=1, max=steps - 1,
                                      description="… at step", style=style, layout=layout)
-        self.rejoin_step = W.IntSlider(value=base.runtime.rejoin_step, min=-1, max=steps,
+        self.rejoin_step = W.IntSlider(value=base.runtime.rejoin_step, min=-1, max=steps - 1,
                                        description="replacement at step", style=style, layout=layout,
                                        tooltip="-1: no replacement; s: one joins at the first sync at or after s")
         self.widgets = (self.kill_replica, self.kill_step, self.rejoin_step)
@@ -59,9 +59,9 @@ class DeathControls:
         self._shown()
 
     def steps_changed(self, steps: int) -> None:
-        """The step sliders follow the run's length."""
+        """The step sliders follow the run's length: its last step is steps − 1."""
         for s in (self.kill_step, self.rejoin_step):
-            s.max = max(2, steps)
+            s.max = max(1, steps - 1)
 
     def _shown(self) -> None:
         killing = self.kill_replica.value != NOBODY

@@ -31,7 +31,7 @@ def test_a_chosen_death_sets_survival_and_the_fault():
     assert cfg.runtime.survive and cfg.runtime.rejoin_step == 20
     assert (cfg.trouble.fault_replica, cfg.trouble.fault_replica_step, cfg.trouble.fault_replica_kind) == (1, 13, "kill")
     lab.set(steps=16)
-    assert lab.kill_step.max == 16 and lab.rejoin_step.max == 16
+    assert lab.kill_step.max == 15 and lab.rejoin_step.max == 15  # steps 0 … 15
 
 
 def test_a_method_that_cannot_survive_disables_the_control_and_says_why():
@@ -67,3 +67,29 @@ def test_the_panel_kills_a_replica_on_the_virtual_clock_and_the_survivors_go_on(
     assert {t.name for t in loss.data if t.name} >= {f"{n} · replica {r}" for n in [t.name.split(" · ")[0]
                                                                                     for t in loss.data[:1]]
                                                       for r in (0, 1, 2)}
+
+
+@pytest.mark.parametrize("replicas, dead, rejoin, views", [
+    (2, 1, -1, [[0, 1], [0]]),  # R = 2, no replacement: one survivor trains alone to the end
+    (3, 0, 20, [[0, 1, 2], [1, 2], [0, 1, 2]]),  # replica 0 dies: rank 0's duties move to replica 1
+    (4, 3, -1, [[0, 1, 2, 3], [0, 1, 2]]),
+])
+def test_the_panel_s_edges_on_the_virtual_clock(tmp_path, replicas, dead, rejoin, views):
+    lab = StragglerLab(base(replicas=replicas, method="edit"), out_dir=tmp_path, initial=[])
+    lab.set(kill_replica=dead, kill_step=13, rejoin_step=rejoin, clock="virtual")
+    run = lab.run()
+    assert [v["members"] for v in run.summary["survival"]["views"]] == views
+    survivors = [r for r in range(replicas) if r != dead]
+    last = {r: max(m["step"] for m in run.metrics if m.get("kind") == "train" and m["replica"] == r)
+            for r in survivors}
+    assert set(last.values()) == {29}
+    assert f"replica {dead} killed at step 13; survivors {survivors} trained on to step 29" in \
+        lab.figures["loss"].layout.title.text
+
+
+def test_the_sliders_offer_only_steps_the_run_has_and_the_config_refuses_the_others():
+    lab = StragglerLab(base(), initial=[]).set(kill_replica=1, kill_step=30, rejoin_step=40)
+    assert lab.kill_step.value == 29 and lab.rejoin_step.value == 29  # a 30-step run's last step
+    lab.config().validate()
+    with pytest.raises(ConfigError, match="fault_replica_step"):
+        base(survive=True, fault_replica=1, fault_replica_step=30).validate()  # never starts: refused, not ignored
