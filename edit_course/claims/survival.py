@@ -201,11 +201,13 @@ STANDSTILL = ("detection", "rollback", "view", "retry")
 def episode_in_order(spans: Sequence[Mapping[str, Any]], dead: int, joiner: int) -> Verdict:
     """The timeline's episode band (`edit_lab.viz.episode.episode_spans`) in the order survival acts: `dead`'s
     death, then the survivors' pieces (detection, rollback, view change, retried sync), then `joiner`'s join. An
-    order of records, not a timing: each piece starts at or after the one before it."""
+    order of records, not a timing: every survivor piece ends at or after the death and starts before the join. (Ends,
+    not starts: the death is drawn at the dead replica's last step start, and on a busy machine a survivor can already
+    be waiting in the sync it will find failed before a slow replica starts its last step.)"""
     death = [s["t0"] for s in spans if s["piece"] == "death" and s["replica"] == dead]
     stand = [s for s in spans if s["piece"] in STANDSTILL and s["replica"] != dead]
     join = [s["t0"] for s in spans if s["piece"] == "join" and s["replica"] == joiner]
-    ok = bool(death and stand and join) and min(death) <= min(s["t0"] for s in stand) \
+    ok = bool(death and stand and join) and min(death) <= min(s["t1"] for s in stand) \
         and max(s["t0"] for s in stand) <= min(join)
     seen = ", ".join(dict.fromkeys(s["piece"] for s in sorted(stand, key=lambda s: s["t0"]))) or "none"
     return verdict("The timeline shows the episode in order: the death, the survivors' reaction, the join", ok,
@@ -219,7 +221,7 @@ def standstill_ms(spans: Sequence[Mapping[str, Any]], dead: int) -> float:
     dead replica and the retried sync (a later view change, the join's, is not the death's). A measurement of this
     machine, printed without a verdict."""
     death = min((s["t0"] for s in spans if s["piece"] == "death" and s["replica"] == dead), default=float("inf"))
-    mine = [s for s in spans if s["piece"] in STANDSTILL and s["replica"] != dead and s["t0"] >= death]
+    mine = [s for s in spans if s["piece"] in STANDSTILL and s["replica"] != dead and s["t1"] >= death]
     # up to the first view change after the death (the view without it) and the retried sync that starts as it ends
     end = min((s["t1"] for s in mine if s["piece"] == "view"), default=float("inf"))
     return 1e3 * sum(s["t1"] - s["t0"] for s in mine if s["t0"] <= end)

@@ -76,6 +76,10 @@ def test_the_episode_in_order_and_the_standstill():
     v = sv.episode_in_order(spans[:-1], dead=1, joiner=1)
     assert v.ok and "detection, rollback, view, retry" in v.numbers
     assert abs(sv.standstill_ms(spans, dead=1) - 49.0) < 1e-9  # 8 + 22 + 14 + 5 ms; the join's view left out
+    early = [dict(s, t0=0.24) if s["piece"] == "detection" else s for s in spans[:-1]]  # waiting before the marker
+    assert sv.episode_in_order(early, dead=1, joiner=1).ok and abs(sv.standstill_ms(early, dead=1) - 76.0) < 1e-9
+    assert not sv.episode_in_order([dict(s, t1=0.245) if s["piece"] == "detection" else s for s in early],
+                                   dead=1, joiner=1).ok  # a survivor's piece that ended before the death
     late = [dict(s, t0=0.5) if s["piece"] == "rollback" else s for s in spans[:-1]]  # a piece after the join
     assert not sv.episode_in_order(late, dead=1, joiner=1).ok
     assert not sv.episode_in_order([s for s in spans if s["piece"] != "death"], dead=1, joiner=1).ok
