@@ -61,6 +61,26 @@ def step_ratio(run: Run) -> float:
     return steps[0] / max(steps[-1], 1)
 
 
+def syncs_of(run: Run) -> int:
+    """The syncs a run's records hold (`syncs.jsonl` entries of kind "sync", the closing sync included): how
+    often the replicas averaged, whatever decided when (τ steps, or A-EDiT's T_sync seconds)."""
+    return sum(1 for s in run.syncs if s.get("kind") == "sync")
+
+
+def sync_count_line(edit: Run, aedit: Run) -> str:
+    """How often EDiT and A-EDiT synced in the same seconds, read off the two runs, and why they differ.
+
+    Notebook 06 sets T_sync to τ × the fast replica's step, while an EDiT round ends only when the slow replica
+    has trained τ steps: A-EDiT meets more often, so over a slow link it also sends more bytes in the same
+    seconds. The direction word is the runs', never assumed."""
+    e, a = syncs_of(edit), syncs_of(aedit)
+    ratio = a / e if e else float("nan")
+    more = "more" if a > e else ("as" if a == e else "less")
+    return (f"syncs in the same seconds: EDiT {e}, A-EDiT {a} ({ratio:.2f}×): A-EDiT meets every T_sync = τ of the "
+            f"fast replica's steps, EDiT when the slow one has trained τ steps, so A-EDiT synced {more} often here "
+            "(on a slow link, more syncs send more bytes in the same seconds)")
+
+
 def race_table(runs: Mapping[str, Run]) -> pd.DataFrame:
     """`claims_stragglers.pace_table` (wall time, seconds each replica stood blocked, Σ of the replicas'
     tokens/s against the capacity bound, its share, the final validation loss; warm-up left out) with

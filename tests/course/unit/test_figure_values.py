@@ -58,3 +58,32 @@ def test_a_multicategory_axis_gives_one_label_per_point_and_a_based_bar_its_span
     spans = go.Figure(go.Bar(orientation="h", base=[0, 4104], x=[4104, 3152], y=["unit 0", "unit 1"], name="shard 0"))
     spans.update_layout(xaxis_title="position", yaxis_title="unit")
     assert figure_values(spans)["position"].tolist() == ["0–4104", "4104–7256"]
+
+
+def test_span_totals_count_each_instant_once_per_panel_row_and_kind():
+    """A timeline's spans summed: two overlapping spans of one kind cover their union; a repeated tick label is
+    prefixed with the row above it that differs; markers are left out; panels named in the order of the axes."""
+    from edit_course.figures.values import span_totals
+
+    fig = make_subplots(rows=2, cols=1)
+    ticks = dict(tickvals=[0.0, 0.4, 1.0, 1.4],
+                 ticktext=["<b>replica 0</b> · compute", "comm", "<b>replica 1</b> · compute", "comm"])
+    for row in (1, 2):
+        fig.add_trace(go.Bar(orientation="h", base=[0.0, 0.5], x=[0.25, 0.25], y=[0.0, 0.0], name="step"),
+                      row=row, col=1)
+        fig.add_trace(go.Bar(orientation="h", base=[0.0, 0.1], x=[0.2, 0.2], y=[1.45, 1.35], name="in flight"),
+                      row=row, col=1)
+        fig.add_trace(go.Scatter(x=[0.3], y=[0.0], name="met"), row=row, col=1)
+        fig.update_yaxes(row=row, col=1, **ticks)
+    fig.update_xaxes(title_text="seconds since the start", row=2, col=1)
+    t = span_totals(fig, ["edit", "aedit"])
+    column = "ms covered (each instant once)"
+    assert list(t.columns) == ["panel", "row", "kind", column]
+    t[column] = t[column].round(9)
+    assert t.values.tolist() == [["edit", "replica 0 · compute", "step", 500.0],
+                                 ["edit", "replica 1 · comm", "in flight", 300.0],  # 0–0.2 ∪ 0.1–0.3
+                                 ["aedit", "replica 0 · compute", "step", 500.0],
+                                 ["aedit", "replica 1 · comm", "in flight", 300.0]]
+    one = go.Figure(go.Bar(orientation="h", base=[2.0], x=[3.0], y=[0.0], name="block"))
+    one.update_layout(xaxis_title="position", yaxis=dict(tickvals=[0.0], ticktext=["row a"]))
+    assert span_totals(one).values.tolist() == [["row a", "block", 3.0]]  # one panel: no panel column; not seconds

@@ -77,6 +77,23 @@ def test_step_ratio_and_the_race_table(tmp_path):
                                   pace_table({"edit": edit, "aedit": aedit}))
 
 
+def _with_syncs(path: Path, steps: list[int]) -> Run:
+    """The fake run with syncs.jsonl holding an anchor and one sync per step in `steps`."""
+    rows = [{"kind": "anchor", "step": 1}] + [{"kind": "sync", "step": s} for s in steps]
+    (path / "syncs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return Run(path)
+
+
+def test_sync_counts_and_their_line(tmp_path):
+    edit = _with_syncs(make_fake_run(tmp_path / "edit"), [3, 6, 9, 12])
+    aedit = _with_syncs(make_fake_run(tmp_path / "aedit"), [2, 4, 6, 8, 10, 12])
+    assert st.syncs_of(edit) == 4 and st.syncs_of(aedit) == 6  # the anchor is not a sync
+    line = st.sync_count_line(edit, aedit)
+    assert "EDiT 4, A-EDiT 6 (1.50×)" in line and "synced more often here" in line
+    assert "synced less often here" in st.sync_count_line(aedit, edit)  # the direction is the runs'
+    assert "synced as often here" in st.sync_count_line(edit, edit)
+
+
 def test_rounds_side_by_side(tmp_path):
     # EDiT's rounds from the fake's records: grad all-reduce at step 0, anchor 1, syncs 3 and 4 → rounds
     # [0, 1), [1, 3), [3, 4); from warm-up's end (step 1) on: 2 and 1 local steps for both replicas.
