@@ -173,7 +173,8 @@ class RunConfigChecks:
             bad("fault_replica_unit", f"-1 (the step's start) or a unit in 0..{n_units - 1} of model "
                 f"{self.data.model!r}")
         if not self.runtime.survive:
-            for name, off in (("rejoin_step", -1), ("survive_min_replicas", 1), ("survive_on_failure", "retry")):
+            for name, off in (("rejoin_step", -1), ("survive_min_replicas", 1), ("survive_on_failure", "retry"),
+                              ("fault_join_delay_s", 0.0)):
                 if self.get(name) != off:
                     bad(name, f"{off!r} with survive=False (it is a setting of surviving a replica's death)")
             return
@@ -197,11 +198,16 @@ class RunConfigChecks:
         if not local and self.runtime.survive_on_failure == "discard":
             bad("survive_on_failure", f"retry with method={self.method!r}: its round is one step, with no local steps "
                 "to drop")
-        if self.trouble.fault_rank >= 0 and self.trouble.fault_kind in ("raise", "nan"):
-            bad("fault_kind", "kill or hang with survive=True (a rank that raises or turns NaN is a bug, not a death)")
+        if self.trouble.fault_rank >= 0 and self.trouble.fault_kind == "nan":
+            bad("fault_kind", "raise, kill or hang with survive=True (a NaN loss is not a death; a raise is a bug, "
+                "which ends a surviving run too, with the rank and its traceback)")
         if self.clock.kind == "virtual" and self.shards > 1:  # clock/survive_virtual.py: one rank per replica
             bad("shards", "1 with survive=True on the virtual clock (a replica's ranks agree on a view through a "
                 "shard-group max that the virtual clock does not model yet)")
+        if self.trouble.fault_join_delay_s and (self.runtime.rejoin_step < 0 or self.clock.kind == "virtual"):
+            bad("fault_join_delay_s", "0 " + ("with rejoin_step=-1 (no replacement joins)" if self.runtime.rejoin_step < 0
+                else "on the virtual clock (a slow replacement is a real process's; the virtual clock charges the "
+                     "join its modelled costs)"))
         if self.clock.kind == "virtual" and self.clock.compute != "real":
             bad("virtual_compute", "real with survive=True (a time-only run's donor has no state to hand over)")
         refused = (("time_budget", 0.0, "a time budget's meetings are not survivable yet"),

@@ -245,6 +245,9 @@ class TroubleConfig:
     fault_replica_unit: int = knob(-1,
             "-1: the replica fails at the step's start; u: inside that step's forward, right before unit u (edit: in "
             "the middle of its layer-wise sync)", ge=-1)
+    fault_join_delay_s: float = knob(0.0,
+            "a slow replacement: once admitted (its view published), it waits this long before it joins the view's "
+            "group, as a process starved of cores would (real processes; 0: none)", ge=0.0, finite=True)
 
 
 @dataclass(frozen=True)

@@ -150,6 +150,7 @@ class Survival:
         self.state_for_joiner: Callable[[int], dict[str, Any]] | None = None  # the trainer's (set by it)
         self.snapshot: Snapshot | None = None
         self.sync_t0 = 0.0  # when the current sync attempt's collectives started (clock seconds)
+        self.entering: View | None = None  # the view this rank is moving to (`change_to`), until it holds it
 
     # ------------------------------------------------------------ what a clock may replace (clock/survive_virtual.py)
     def backend(self, comm: Any) -> Any:
@@ -157,9 +158,31 @@ class Survival:
         return ViewBackend(self)
 
     def make_group(self, view: View) -> Any:
-        """View `view`'s sync group of this rank's shard index: a gloo group under `view{N}/shard{s}`."""
+        """View `view`'s sync group of this rank's shard index: a gloo group under `view{N}/shard{s}`, created once
+        every member has arrived (`gather`), so that gloo's rendezvous, bounded by `timeout_s`, never waits for a
+        member that is merely slow to get there (a replacement starting on a busy machine)."""
+        self.gather(view)
         prefix = dist.PrefixStore(views.group_prefix(view.number, self.mesh.shard), self.store)
         return dist.ProcessGroupGloo(prefix, view.index(self.mesh.replica), len(view.members), self.timeout)
+
+    def gather(self, view: View) -> None:
+        """Wait until every member of `view` has reached its group's creation, for at most `wait_s`.
+
+        A TimeoutError names the members that never came (a peer loss: the sync is retried in the next view, which
+        the launcher publishes once it has fenced them); a newer view published meanwhile supersedes this one at
+        once (a member died on the way)."""
+        self.store.set(views.arrived_key(view.number, self.mesh.shard, self.mesh.replica), "1")
+        keys = {r: views.arrived_key(view.number, self.mesh.shard, r) for r in view.members}
+        deadline = time.monotonic() + self.wait_s
+        while not self.store.check(list(keys.values())):
+            if self.latest() > view.number:
+                raise TimeoutError(f"view {view.number} timed out: superseded by view {self.latest()} before every "
+                                   "member reached its group")
+            if time.monotonic() > deadline:
+                missing = [r for r, k in keys.items() if not self.store.check([k])]
+                raise TimeoutError(f"view {view.number} timed out: replica(s) {missing} did not reach its group "
+                                   f"within {self.wait_s:g} s")
+            time.sleep(0.002)
 
     def latest(self) -> int:
         """The newest published view's number (-1: none)."""
@@ -205,10 +228,13 @@ class Survival:
         return int(t)
 
     def joiners_due(self, step: int) -> bool:
-        """A replacement joins here: a replica is missing, replacements are on, and this sync is at or after
-        `rejoin_step`."""
+        """A replacement joins here: a replica is missing that the launcher still replaces, replacements are on, and
+        this sync is at or after `rejoin_step`."""
         assert self.view is not None
-        return 0 <= self.cfg.runtime.rejoin_step <= step and len(self.view.members) < self.cfg.replicas
+        if not 0 <= self.cfg.runtime.rejoin_step <= step:
+            return False
+        missing = set(range(self.cfg.replicas)) - set(self.view.members)
+        return any(not self.store.check([views.abandoned_key(r)]) for r in missing)
 
     def enter(self, step: int) -> bool:
         """Stage 1 of a sync attempt: move to the newest view (asking for a replacement when one is due); True when
@@ -228,6 +254,7 @@ class Survival:
 
     def change_to(self, view: View, step: int, t0: float, after: str) -> None:
         """Adopt `view`; as the donor of a replacement, hand it this rank's state first (over the store)."""
+        self.entering = view  # a failure before the adoption completes is this view's (`recover`)
         if view.joined and self.donor(view.members, view.joined) == self.mesh.replica:
             assert self.state_for_joiner is not None
             t1 = self.log.clock.now()
@@ -237,6 +264,7 @@ class Survival:
             self.log.record("transfer", step=step, view=view.number, to=list(view.joined), bytes=buf.tell(),
                             side="donor", t0=t1, ms=1e3 * (self.log.clock.now() - t1))
         self.adopt(view, step, t0, after)
+        self.entering = None
 
     # ------------------------------------------------------------ one sync attempt after another
     def before_sync(self, step: int) -> None:
@@ -287,7 +315,8 @@ class Survival:
         The old view's group is let go of at once (its last reference dropped, which closes its connections): a
         survivor still blocked in the failed collective with *this* rank, not with the dead one, then fails within
         milliseconds too, instead of waiting out `timeout_s` while this rank waits for it in the new view."""
-        clock, view = self.log.clock, self.view
+        clock, view = self.log.clock, self.entering or self.view  # the view whose sync or group failed
+        self.entering = None
         assert view is not None and self.method is not None
         t_fail = clock.now()
         print(f"edit_lab.core.survival: rank {self.mesh.rank}: a sync of view {view.number} failed at step {step} "
@@ -304,11 +333,19 @@ class Survival:
                         blocked_ms=blocked, t=t_fail)
         self.log.record("rollback", step=step, view=view.number, restored=rolled, t0=t_fail,
                         ms=1e3 * (clock.now() - t_fail))
-        self.store.set(views.failed_key(view.number, self.mesh.rank), str(step))
         t0 = clock.now()
-        newer = self.wait_newer(view.number, self.wait_s)
-        n = self.agree(newer.number)
-        self.change_to(views.read(self.store, n), step, t0, "failure")
+        while True:  # until a view is held: one that fails while this rank enters it is reported, and the next waited for
+            self.store.set(views.failed_key(view.number, self.mesh.rank), str(step))
+            n = self.agree(self.wait_newer(view.number, self.wait_s).number)
+            try:
+                self.change_to(views.read(self.store, n), step, t0, "failure")
+                break
+            except Exception as e:
+                if not is_peer_loss(e):
+                    raise
+                view, self.entering = self.entering or views.read(self.store, n), None
+                self.log.record("detection", step=step, view=view.number, error=str(e).strip()[-200:],
+                                blocked_ms=None, t=clock.now())
         discard = self.cfg.runtime.survive_on_failure == "discard" and rolled
         if discard:
             self.method.discard_round(step)

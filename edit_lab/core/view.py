@@ -96,6 +96,18 @@ def ready_key(replica: int, life: int, shard: int) -> str:
     return f"join/ready/{replica}/{life}/{shard}"
 
 
+def arrived_key(n: int, shard: int, replica: int) -> str:
+    """A member of view `n` has reached the creation of its sync group of shard index `shard`
+    (`Survival.make_group`: nobody starts gloo's rendezvous before every member is there)."""
+    return f"view{n}/arrived/shard{shard}/{replica}"
+
+
+def abandoned_key(replica: int) -> str:
+    """The launcher no longer replaces `replica` (its replacements kept dying before they joined): the survivors
+    stop asking for it (`Survival.joiners_due`)."""
+    return f"join/abandoned/{replica}"
+
+
 def state_key(n: int, shard: int) -> str:
     """The donor's state of shard index `shard` for the replacements of view `n`."""
     return f"join/state/{n}/shard{shard}"

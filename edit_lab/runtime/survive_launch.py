@@ -3,10 +3,11 @@
 `launch._run` ends every rank at the first failure. With survival on, the launcher instead watches replicas, the
 unit of failure, and keeps the views (`core.view`) on its store:
 
-- *a death* is a rank's process that exited other than 0: confirmed by the process table itself (waitpid), so
-  no peer's word is needed. The rest of that replica's ranks are killed (fencing: a replica is whole or gone),
-  and view N+1 without it is published; the survivors, whose next sync with it fails or who see the newer view
-  when a sync starts, move to it.
+- *a death* is a rank's process killed by a signal: confirmed by the process table itself (waitpid), so no
+  peer's word is needed. The rest of that replica's ranks are killed (fencing: a replica is whole or gone), and
+  view N+1 without it is published; the survivors, whose next sync with it fails or who see the newer view when a
+  sync starts, move to it. A replica whose exited ranks all left a traceback (an exception, no signal) is not
+  dead but broken: the run ends at once with that rank and traceback (`WorkerError`), as without survival.
 - *a hang*: a survivor reports on the store that a sync of view N failed (its collective timed out after
   `timeout_s`) while no process has exited. The members that have not reported once the others had a moment to
   (`settle_s`) and that started no step for `timeout_s + settle_s` (a survivor blocked in the same collective
@@ -14,6 +15,7 @@ unit of failure, and keeps the views (`core.view`) on its store:
 - *a replacement* (`rejoin_step` ≥ 0) is started as soon as its replica is fenced, as a new life of that replica
   (its own world on the store), and waits. When a member asks at a sync at or after `rejoin_step` and every rank
   of the replacement is ready, the view with it is published; its donor hands it the state (`core.survival`).
+  A replacement that dies or hangs in the view that admits it is replaced again, at most `MAX_FAILED_JOINS` times.
 - Below `survive_min_replicas` live replicas the run ends as without survival: `WorkerError`, with the reason.
 
 Every step of an episode is a row of `survival.jsonl` (seconds from the common start), and `summary.json` gets a
@@ -94,11 +96,15 @@ def watch(cfg: RunConfig, out: Path, store: Any, start: Callable[[int, int], Any
         reps.spawn(r)
     reps.note(store, "view", **views.describe(view))
     joining: list[int] = []
+    failed_joins: dict[int, int] = {}  # replica -> its replacements that died before they joined
     first_report: float | None = None
     settle_s = max(1.0, cfg.runtime.timeout_s / 4)
     while True:
         dead = {r: reps.exited(r) for r in view.members}
         dead = {r: e for r, e in dead.items() if e}
+        for r, codes in sorted(dead.items()):
+            if all(c > 0 for _, c in codes):  # it raised, and nothing killed it: a bug, not a death
+                raise fail(*_raised(out, codes))
         for r in joining:
             if reps.exited(r):
                 raise fail(reps.ranks(r)[0], f"the replacement of replica {r} died before it joined: "
@@ -127,6 +133,12 @@ def watch(cfg: RunConfig, out: Path, store: Any, start: Callable[[int, int], Any
                           cause=why or ", ".join(f"rank {k}: exit {c}" for k, c in codes))
                 reps.fence(r)
                 reps.note(store, "fenced", replica=r)
+            abandoned = []
+            for r in sorted(dead):  # a replacement that dies in the view that admitted it never joined
+                failed_joins[r] = failed_joins.get(r, 0) + (r in view.joined)
+                if failed_joins[r] >= MAX_FAILED_JOINS:  # said before the view: no survivor asks for it again
+                    store.set(views.abandoned_key(r), str(failed_joins[r]))
+                    abandoned.append(r)
             members = tuple(m for m in view.members if m not in dead)
             if len(members) < cfg.runtime.survive_min_replicas:
                 r = min(dead)
@@ -139,6 +151,9 @@ def watch(cfg: RunConfig, out: Path, store: Any, start: Callable[[int, int], Any
             first_report = None
             if cfg.runtime.rejoin_step >= 0:
                 for r in sorted(dead):
+                    if r in abandoned:
+                        reps.note(store, "replacement_abandoned", replica=r, failed_joins=failed_joins[r])
+                        continue
                     reps.life[r] += 1
                     reps.spawn(r)
                     joining.append(r)
@@ -156,6 +171,25 @@ def watch(cfg: RunConfig, out: Path, store: Any, start: Callable[[int, int], Any
             return reps
         poll()
         time.sleep(0.02)
+
+
+#: A replica's replacements that may die (or be found hung) in the view admitting them before the launcher stops
+#: replacing it: a replacement that cannot reach its group (always slower than the survivors' bound, a machine that
+#: cannot start it) would otherwise be started again and again, and the run would end only at its stall timeout.
+MAX_FAILED_JOINS = 2
+
+
+def _raised(out: Path, codes: list[tuple[int, int]]) -> tuple[int, str]:
+    """(rank, traceback) of a replica whose ranks exited with an exception: the first rank's own error, else the
+    first one written (`rundir.error_file`). A death is a process killed (a signal) or hung (fenced); a rank that
+    raises outside a collective's peer loss (`core.survival`) is a bug, and ends the run as without survival."""
+    texts = {k: (out / rundir.error_file(k)).read_text(errors="replace")
+             for k, _ in codes if (out / rundir.error_file(k)).exists()}
+    if not texts:
+        k, c = codes[0]
+        return k, f"exit code {c} without a Python traceback (see rank{k}'s log)"
+    k = min(texts)
+    return k, f"rank {k} raised (not a death: survival trains through a kill or a hang only):\n{texts[k]}"
 
 
 def _stepped_within(store: Any, ranks: list[int], seconds: float) -> bool:

@@ -70,6 +70,7 @@ def run_surviving_rank(cfg: RunConfig, rank: int, world: int, store: dist.Store,
         else:  # a replacement: on the run's clock, then the donor's state at the sync that admits it
             clock.origin = time.perf_counter() - (time.time() - float(store.get(views.START_UNIX)))
             view, state = survival.join()
+            time.sleep(cfg.trouble.fault_join_delay_s)  # a slow replacement on purpose (0: none)
             trainer.take_state(state)
             survival.adopt(view, state["step"], after="join")
             trainer.log.step = state["step"]

@@ -247,3 +247,30 @@ def test_sync_trains_through_a_death(out, shards):
     steps = {r: v["steps"] for r, v in run.summary["per_replica"].items()}
     assert steps == {"0": 60, "1": 20, "2": 60}  # replica 1's first life's rows died with it; its replacement's
     assert run.summary["survival"]["lost"][0]["replica_steps"] == 20
+
+
+def test_a_slow_replacement_is_waited_for(out):
+    """A replacement admitted (its view published) that reaches the view's group 8 s late, with `timeout_s` 3 s:
+    the members gather on the store before gloo's rendezvous (`Survival.gather`, bounded by max(3·timeout_s, 60 s)),
+    so nobody times out; before, the survivors' group creation failed after `timeout_s` and the run ended."""
+    run = _run(out, "diloco", timeout_s=3.0, fault_join_delay_s=8.0)
+    _episode(out, run, "diloco")
+    joins = [r for r in read_jsonl(out / "syncs.jsonl") if r["kind"] == "view" and r.get("joined")]
+    assert len(joins) == 1 and joins[0]["ms"] > 8000 * 0.9  # the survivors waited for it, at the view change
+    assert not [r for r in read_jsonl(out / "syncs.jsonl") if r["kind"] == "detection" and r["step"] >= 40]
+
+
+def test_a_survivor_that_raises_ends_the_run_with_its_traceback(out):
+    """An exception is a bug, not a death: the run ends at once with the rank and its traceback, as without
+    survival, instead of fencing the replica as dead and training on (or waiting for the stall timeout)."""
+    t0 = time.monotonic()
+    with pytest.raises(WorkerError) as info:
+        launch(small(method="diloco", shards=1, replicas=3, steps=60, warmup_steps=10, sync_interval=5, eval_every=0,
+                     survive=True, fault_replica=1, fault_replica_step=20, rejoin_step=40, out=str(out), timeout_s=3.0,
+                     fault_rank=2, fault_step=30, fault_kind="raise"), stall_timeout_s=600)
+    assert info.value.rank == 2 and "InjectedFault" in info.value.traceback and "not a death" in info.value.traceback
+    assert time.monotonic() - t0 < 300  # far from the stall timeout (600 s): it ended at the failure
+    deadline = time.monotonic() + 5
+    while _workers(out) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _workers(out), "worker processes left"

@@ -40,7 +40,11 @@ def test_the_issue_s_episode_is_accepted():
     (dict(clock="virtual", shards=2), "shards"),  # the virtual clock models deaths with one rank per replica
     (dict(clock="virtual", virtual_compute="charged"), "virtual_compute"),
     (dict(wire_format="bf16"), "wire_format"),
-    (dict(fault_rank=0, fault_kind="raise"), "fault_kind"),
+    (dict(fault_rank=0, fault_kind="nan"), "fault_kind"),  # a raise is allowed: a bug, it ends the run (tests)
+    (dict(fault_join_delay_s=-1.0), "fault_join_delay_s"),
+    (dict(fault_join_delay_s=2.0, rejoin_step=-1), "fault_join_delay_s"),  # nobody joins
+    (dict(fault_join_delay_s=2.0, clock="virtual"), "fault_join_delay_s"),  # a real process's slowness
+    (dict(survive=False, rejoin_step=-1, fault_join_delay_s=2.0), "fault_join_delay_s"),
     (dict(method="sync", survive_on_failure="discard"), "survive_on_failure"),  # a step has no local work to drop
     (dict(model="nano", seq_len=32, fault_replica_unit=3), "fault_replica_unit"),  # nano: units 0, 1, 2
 ])
