@@ -43,6 +43,7 @@ TREE: dict[str, Callable[[], list[Path]]] = {
        for name in ("records", "core", "train", "clock", "runtime", "viz", "ui")},
     "  __init__.py __main__.py": lambda: [LIB / "__init__.py", LIB / "__main__.py"] + py(LIB / "tools"),
     "edit_course/": lambda: py(ROOT / "edit_course"),
+    "edit_oracles/": lambda: py(ROOT / "edit_oracles"),
 }
 PATH_ROW = re.compile(r"^( ?\d+| \+)\s+(edit_lab/\S+\.py)\s+(\d[\d,]*)\s")
 TOTAL = re.compile(r"\*\*([\d,]+) lines\*\* with the model")

@@ -225,3 +225,20 @@ def standstill_ms(spans: Sequence[Mapping[str, Any]], dead: int) -> float:
     # up to the first view change after the death (the view without it) and the retried sync that starts as it ends
     end = min((s["t1"] for s in mine if s["piece"] == "view"), default=float("inf"))
     return 1e3 * sum(s["t1"] - s["t0"] for s in mine if s["t0"] <= end)
+
+
+def torchft_agrees(side: Mapping[str, Any], tol: float = 2e-6) -> Verdict:
+    """The same episode under torchft's DiLoCo (`edit_course.lessons.torchft_episode.side_by_side`): each side drops
+    or commits the same rounds (the lab's `discard` record where torchft's commit failed, a `sync` where it
+    committed) and the lab's final model equals torchft's survivors' last anchors within `tol` (float32 rounding
+    of a dozen steps taken in another order)."""
+    rounds = {step: committed for rows in side["torchft"].values() for step, committed, _ in rows}
+    alike = bool(rounds) and all(
+        side["lab"].get(step) == (["sync"] if committed else ["discard"])
+        for rows in side["torchft"].values() for step, committed, _ in rows)
+    ok = alike and side["final_max_diff"] < tol
+    return verdict(f"With {side['mode']}, the lab's survivors and torchft's commit the same rounds and end on the "
+                   f"same model", ok,
+                   f"rounds committed (torchft): {dict(sorted(rounds.items()))}; the final model within "
+                   f"{side['final_max_diff']:.1e} of torchft's anchors",
+                   "the two sides committed different rounds or ended apart (each side's rounds printed)")

@@ -4,7 +4,7 @@ On 1 shard × R replicas, nano model, the same data, seed, AdamW, clipping, oute
 (torchft has no warm-up): after every outer step, every replica's parameters θ and every anchor must be the
 same in both, to float rounding. The lab runs on the virtual clock (its methods' own code, every rank a thread,
 real numerics) and saves a checkpoint at each outer step (`checkpoint_every=1`: θ as it is, the anchors, the
-momenta); torchft runs in `tests/oracles/torchft_diloco.py`, one thread with a `Manager` per replica.
+momenta); torchft runs in `edit_oracles/torchft_diloco.py`, one thread with a `Manager` per replica.
 
 - DiLoCo: H = 3, one fragment, 12 steps: outer steps after steps 3, 6, 9, 12.
 - Streaming DiLoCo: H = 6, P = 3 fragments (root unit, block 0, block 1), τ = 1 step of overlap, α = 0.5:
@@ -91,7 +91,7 @@ def anchors_diff(mine: dict[str, torch.Tensor], ref_anchors: list[dict[str, torc
 def compare(cfg_kw: dict[str, Any], fragments: int, tmp_path: Path) -> tuple[list[float], float]:
     """Max |Δθ| (θ and anchors) per outer step between the lab and torchft, and at the end, after the closing
     sync (the anchors: the lab's final model against every torchft replica's); asserts the schedule agrees."""
-    from tests.oracles.torchft_diloco import torchft_diloco
+    from edit_oracles.torchft_diloco import torchft_diloco
 
     kw = dict(clock="virtual", shards=1, replicas=2, warmup_steps=0, steps=12, checkpoint_every=1,
               out=str(tmp_path / "lab"))

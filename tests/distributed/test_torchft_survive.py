@@ -8,7 +8,7 @@ replica 1 gone in the round that ends at step 6, survivors 0 and 2, no replaceme
   start of its step 5, the round's last; the survivors' sync after step 5 fails on the dead peer (or meets, at its
   start, the view its death made) and, with `survive_on_failure="discard"`, drops the round: θ ← a; with the
   default `retry` the two of them run that sync again, their local steps kept.
-- torchft (`tests/oracles/torchft_diloco.py`, threads, which cannot be SIGKILLed): replica 1 leaves at the start of
+- torchft (`edit_oracles/torchft_diloco.py`, threads, which cannot be SIGKILLed): replica 1 leaves at the start of
   its step 5 by torchft's own calls (its process group aborted, its manager shut down: a peer's collective with it
   fails with "Connection closed by peer", as after a kill). For `discard` it first joins the quorum of the sync
   after step 5 (`leave_in_quorum=True`): the survivors' all-reduce fails, `should_commit()` is False, `DiLoCo`'s
@@ -164,7 +164,7 @@ def compare(run: Any, ours: dict[int, list[dict[str, Any]]], ref: list[dict[str,
 def test_discard_equals_torchft_after_a_death(tmp_path, monkeypatch):
     """Replica 1 of 3 gone in the round ending at step 6, after (torchft) that sync's quorum formed; the survivors 0
     and 2 discard the round and go on as two. Measured: the module docstring."""
-    from tests.oracles.torchft_diloco import torchft_diloco
+    from edit_oracles.torchft_diloco import torchft_diloco
 
     run, ours = lab_run("discard", tmp_path, monkeypatch)
     ref = torchft_diloco(run.config, 1, leave=(1, 5), leave_in_quorum=True)
@@ -197,7 +197,7 @@ def test_retry_equals_torchft_when_the_dead_is_in_no_quorum(tmp_path, monkeypatc
     meets the new view at its start) and is run again by the two of them with their local steps kept. So torchft
     discards only a round whose commit failed, the death after the quorum formed (the test above); a death
     earlier in the round costs it only the dead replica's work. Measured: the module docstring."""
-    from tests.oracles.torchft_diloco import torchft_diloco
+    from edit_oracles.torchft_diloco import torchft_diloco
 
     run, ours = lab_run("retry", tmp_path, monkeypatch)
     ref = torchft_diloco(run.config, 1, leave=(1, 5), leave_in_quorum=False)

@@ -97,6 +97,20 @@ def test_the_library_never_imports_the_course():
     assert not into, into
 
 
+def test_the_library_never_imports_the_oracles():
+    """edit_oracles (torchft's DiLoCo, what the lab is checked against) sits apart: the library that it checks, and
+    that runs without torchft, never imports it (any import statement, anywhere in a file)."""
+    import ast
+
+    into = []
+    for path in sorted(LIBRARY.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            into += [f"{path.relative_to(LIBRARY.parent)}:{node.lineno}" for n in names if n.split(".")[0] == "edit_oracles"]
+    assert not into, into
+
+
 def test_every_module_has_a_layer():
     """A new folder under edit_lab/ gets a layer here before it lands (else it would count as layer 0)."""
     folders = {p.name for p in LIBRARY.iterdir() if p.is_dir() and (p / "__init__.py").exists()}

@@ -15,7 +15,7 @@ rank waits for it. Streaming DiLoCo answers the same problem as EDiT's layer-wis
   θ_p ← (1 − α)·a_p + α·θ_p (α = `fragment_update_alpha`; torch's `lerp`).
 
 The order is torchft's `DiLoCo` (fragments, fragment_sync_delay, fragment_update_alpha), which the oracle
-test compares with (tests/oracles/torchft_diloco.py): Δ is measured τ steps before the outer step, the outer
+test compares with (edit_oracles/torchft_diloco.py): Δ is measured τ steps before the outer step, the outer
 step moves the anchor, then the mix. With P = 1, τ = 0 and α = 0 this is exactly `diloco`. Where the lab
 differs from torchft: fragments are whole sync units (torchft takes any list of modules), the anchors are
 created after W synchronous warm-up steps (torchft has none: W = 0 matches it), and the run ends with a

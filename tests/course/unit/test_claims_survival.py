@@ -84,3 +84,16 @@ def test_the_episode_in_order_and_the_standstill():
     assert not sv.episode_in_order(late, dead=1, joiner=1).ok
     assert not sv.episode_in_order([s for s in spans if s["piece"] != "death"], dead=1, joiner=1).ok
     assert not sv.episode_in_order([s for s in spans if s["piece"] != "join"], dead=1, joiner=1).ok
+
+
+def test_torchft_agrees_on_hand_built_rounds():
+    rows = [(3, True, 3), (6, False, 3), (9, True, 2), (12, True, 2)]
+    side = {"mode": "discard", "lab": {3: ["sync"], 6: ["discard"], 9: ["sync"], 12: ["sync"]},
+            "torchft": {0: rows, 2: rows}, "final_max_diff": 2.6e-7}
+    v = sv.torchft_agrees(side)
+    assert v.ok and "6: False" in v.numbers
+    assert not sv.torchft_agrees(dict(side, final_max_diff=1e-3)).ok  # the models apart
+    assert not sv.torchft_agrees(dict(side, lab={**side["lab"], 6: ["sync"]})).ok  # the lab kept the round
+    retry = [(3, True, 3), (6, True, 2), (9, True, 2), (12, True, 2)]
+    assert not sv.torchft_agrees(dict(side, torchft={0: retry, 2: retry})).ok  # torchft committed 6, the lab dropped it
+    assert not sv.torchft_agrees(dict(side, torchft={})).ok  # nothing to compare
