@@ -1,0 +1,20 @@
+"""Notebook 10's torchft episode: the skip line where torchft does not import, and the episode's configuration."""
+
+from __future__ import annotations
+
+import sys
+
+from edit_course.lessons import torchft_episode as tfe
+
+
+def test_skipped_with_its_reason_where_torchft_does_not_import(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torchft", None)  # an import of it now raises ImportError
+    ok, why = tfe.available()
+    assert not ok and "torchft does not import here" in why and "Linux" in why
+
+
+def test_the_episode_is_the_oracle_tests_one(tmp_path):
+    cfg = tfe.episode_config("discard", tmp_path)
+    assert (cfg.replicas, cfg.shards, cfg.steps, cfg.schedule.sync_interval, cfg.schedule.warmup_steps) == (3, 1, 12, 3, 0)
+    assert (cfg.get("fault_replica"), cfg.get("fault_replica_step"), cfg.get("survive_on_failure")) == (tfe.DEAD, tfe.STEP, "discard")
+    assert (tfe.STEP + 1) % cfg.schedule.sync_interval == 0  # the leaver can join that sync's quorum (discard)
