@@ -395,14 +395,17 @@ class Fabric:
                 full = torch.cat(ins)
                 for m in coll.members:
                     coll.parts[m][1].copy_(full)
+            elif coll.op == "all_reduce":  # a sum in gloo's order (ring_order.py): the same bits as a real run
+                from edit_lab.clock.ring_order import ring_sum
+
+                acc = ring_sum(ins)
+                for m in coll.members:
+                    coll.parts[m][1].copy_(acc)
             else:  # a sum, in rank order
                 acc = ins[0].clone()
                 for x in ins[1:]:
                     acc.add_(x)
-                if coll.op == "all_reduce":
-                    for m in coll.members:
-                        coll.parts[m][1].copy_(acc)
-                elif coll.op == "reduce_scatter":
+                if coll.op == "reduce_scatter":
                     k = acc.numel() // len(coll.members)
                     for i, m in enumerate(coll.members):
                         coll.parts[m][1].copy_(acc[i * k:(i + 1) * k])

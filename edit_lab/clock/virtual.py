@@ -13,7 +13,7 @@ rank a thread of *this* process, on a clock that a cost model advances instead o
   costs (tests/distributed/test_virtual_clock.py runs 1, 2 and 4 lanes side by side). Lanes are what
   takes the wall time down: each computes with one torch thread, on its own core.
 - **Collectives are in-process** (`Fabric`, the backend of `VirtualComm`, a `Comm`): the real reduction
-  (sums in rank order), completed once the last participant arrived, at
+  (an all-reduce adds in gloo's ring order, `ring_order.py`), completed once the last participant arrived, at
   `max(arrivals, the group's previous collective's end) + cost`, then across the config's simulated
   link exactly as `comm.LinkModel` does. An async handle completes at that virtual time; `wait()`
   advances the waiter's clock to it and records the wait as a real run does (`Comm._complete`).
