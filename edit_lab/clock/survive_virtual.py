@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 from edit_lab.clock import survive_costs as sc
 from edit_lab.clock.survive_costs import CONFIRM_KILL_S, DETECT_KILL_S, VIEW_CHANGE_S, Death  # noqa: F401 (one place)
-from edit_lab.config import RunConfig
+from edit_lab.config import RunConfig, deaths
 from edit_lab.core import view as views
 from edit_lab.core.survival import Survival
 from edit_lab.core.view import View
@@ -212,8 +212,11 @@ class Episode:
     def on_set(self, key: str, t: float) -> None:
         """A member asks for the replacements (`Survival.enter`): the view with them, at once (they are ready)."""
         if self.joining and key == views.join_request_key(self.view.number):
-            view = View(self.view.number + 1, tuple(sorted(self.view.members + tuple(self.joining))),
-                        joined=tuple(sorted(self.joining)), reason="replacement")
             asked = int(self.store.at(key, t))
-            self.joining = []
+            due = deaths.due_now(self.cfg, self.joining, asked)
+            if not due:
+                return
+            view = View(self.view.number + 1, tuple(sorted(self.view.members + tuple(due))),
+                        joined=tuple(sorted(due)), reason="replacement")
+            self.joining = [r for r in self.joining if r not in due]
             self.view = self.publish(view, t, asked_at_step=asked)

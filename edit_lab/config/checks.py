@@ -158,6 +158,41 @@ class RunConfigChecks:
             bad("error_feedback", "false with wire_format='none': float32 rounds nothing away to feed back")
         self._check_sparseloco(bad)
 
+    def _check_more_deaths(self, bad: Any, local: bool) -> None:
+        """`fault_replica_more` (edit_lab/config/deaths.py): well formed, each death of a live replica inside the run,
+        one death per step, and never fewer live replicas than `survive_min_replicas`. A replacement counts as back
+        from its due step plus a sync interval (it joins at the first sync at or after the due step: an upper bound)."""
+        from edit_lab.config import deaths
+
+        field = "fault_replica_more"
+        try:
+            extra = deaths.parse_more(self.trouble.fault_replica_more)
+        except ValueError as e:
+            return bad(field, f"replica@step entries separated by commas, e.g. '2@35,0@50' ({e})")
+        if self.trouble.fault_replica < 0:
+            return bad(field, "'' without a first death (fault_replica=-1)")
+        first = self.schedule.warmup_steps + 1 if local else 1
+        for r, s in extra:
+            if not (0 <= r < self.replicas and first <= s < self.steps):
+                return bad(field, f"replica@step with a replica in 0..{self.replicas - 1} and a step in "
+                           f"{first}..{self.steps - 1} (got {r}@{s})")
+        every = deaths.schedule(self)
+        if len({s for _, s in every}) < len(every):
+            return bad(field, f"one death per step (fault_replica_step={self.trouble.fault_replica_step} and "
+                       f"{self.trouble.fault_replica_more!r} share a step)")
+        delay, tau = deaths.rejoin_delay(self), self.schedule.sync_interval if local else 1
+        back = {}  # replica -> the step from which it is surely back (None: never)
+        for r, s in every:
+            if r in back and (back[r] is None or s <= back[r]):
+                return bad(field, f"a death of replica {r} at {s} only after its replacement joined: "
+                           + ("rejoin_step=-1 brings none back" if back[r] is None else
+                              f"after step {back[r]} (its previous death's due step + sync_interval)"))
+            back[r] = None if delay is None else s + delay + tau
+            dead = sum(1 for q, b in back.items() if b is None or b > s)
+            if self.replicas - dead < self.runtime.survive_min_replicas:
+                return bad(field, f"deaths that leave at least survive_min_replicas={self.runtime.survive_min_replicas} "
+                           f"live replicas: at step {s} only {self.replicas - dead} would be")
+
     def _check_survival(self, bad: Any) -> None:
         """Surviving a replica's death (edit_lab/core/survival.py): what it needs, and what it does not run yet.
 
@@ -174,7 +209,7 @@ class RunConfigChecks:
                 f"{self.data.model!r}")
         if not self.runtime.survive:
             for name, off in (("rejoin_step", -1), ("survive_min_replicas", 1), ("survive_on_failure", "retry"),
-                              ("fault_join_delay_s", 0.0)):
+                              ("fault_join_delay_s", 0.0), ("fault_replica_more", "")):
                 if self.get(name) != off:
                     bad(name, f"{off!r} with survive=False (it is a setting of surviving a replica's death)")
             return
@@ -198,6 +233,8 @@ class RunConfigChecks:
         if not local and self.runtime.survive_on_failure == "discard":
             bad("survive_on_failure", f"retry with method={self.method!r}: its round is one step, with no local steps "
                 "to drop")
+        if self.trouble.fault_replica_more:
+            self._check_more_deaths(bad, local)
         if self.trouble.fault_rank >= 0 and self.trouble.fault_kind == "nan":
             bad("fault_kind", "raise, kill or hang with survive=True (a NaN loss is not a death; a raise is a bug, "
                 "which ends a surviving run too, with the rank and its traceback)")

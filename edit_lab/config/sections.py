@@ -245,6 +245,10 @@ class TroubleConfig:
     fault_replica_unit: int = knob(-1,
             "-1: the replica fails at the step's start; u: inside that step's forward, right before unit u (edit: in "
             "the middle of its layer-wise sync)", ge=-1)
+    fault_replica_more: str = knob("",
+            "more deaths after the first, as replica@step entries, e.g. '2@35,0@50' (a replica's k-th death strikes its "
+            "k-th life; each replacement is due rejoin_step − fault_replica_step steps after its death; at a step's "
+            "start, of fault_replica_kind; edit_lab/config/deaths.py)")
     fault_join_delay_s: float = knob(0.0,
             "a slow replacement: once admitted (its view published), it waits this long before it joins the view's "
             "group, as a process starved of cores would (real processes; 0: none)", ge=0.0, finite=True)

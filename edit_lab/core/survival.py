@@ -39,6 +39,7 @@ from typing import Any, Callable, TypeVar
 import torch
 import torch.distributed as dist
 
+from edit_lab.config import deaths
 from edit_lab.core import view as views
 from edit_lab.core.mesh import Mesh
 from edit_lab.core.view import View
@@ -228,13 +229,11 @@ class Survival:
         return int(t)
 
     def joiners_due(self, step: int) -> bool:
-        """A replacement joins here: a replica is missing that the launcher still replaces, replacements are on, and
-        this sync is at or after `rejoin_step`."""
+        """A replacement joins here: a replica is missing that the launcher still replaces, and this sync is at or
+        after its replacement's due step (`config.deaths.due_step`: `rejoin_step` for the first death)."""
         assert self.view is not None
-        if not 0 <= self.cfg.runtime.rejoin_step <= step:
-            return False
-        missing = set(range(self.cfg.replicas)) - set(self.view.members)
-        return any(not self.store.check([views.abandoned_key(r)]) for r in missing)
+        missing = [r for r in range(self.cfg.replicas) if r not in self.view.members]
+        return any(not self.store.check([views.abandoned_key(r)]) for r in deaths.due_now(self.cfg, missing, step))
 
     def enter(self, step: int) -> bool:
         """Stage 1 of a sync attempt: move to the newest view (asking for a replacement when one is due); True when
@@ -356,9 +355,9 @@ class Survival:
     def join(self) -> tuple[View, dict[str, Any]]:
         """A replacement's entry: announce readiness, wait for the view that names it, read the donor's state."""
         me = self.mesh.replica
+        seen = self.latest()  # before the ready key: the launcher may publish the view naming it at once after it
         self.store.set(views.ready_key(me, self.life, self.mesh.shard), "1")
         t0 = self.log.clock.now()
-        seen = self.latest()
         while True:
             v = self.wait_newer(seen, 24 * 3600.0)  # the launcher ends a replacement never needed
             seen = v.number

@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from edit_lab.config import RunConfig
+from edit_lab.config import RunConfig, deaths
 from edit_lab.core import view as views
 from edit_lab.core.view import View
 from edit_lab.records import rundir
@@ -158,13 +158,14 @@ def watch(cfg: RunConfig, out: Path, store: Any, start: Callable[[int, int], Any
                     reps.spawn(r)
                     joining.append(r)
                     reps.note(store, "replacement_started", replica=r, life=reps.life[r])
-        if joining and store.check([views.join_request_key(view.number)]) and all(
-                store.check([views.ready_key(r, reps.life[r], s)]) for r in joining for s in range(cfg.shards)):
-            view = views.publish(store, View(view.number + 1, tuple(sorted(view.members + tuple(joining))),
-                                             joined=tuple(sorted(joining)), reason="replacement"))
-            reps.note(store, "view", **views.describe(view),
-                      asked_at_step=int(store.get(views.join_request_key(view.number - 1))))
-            joining = []
+        asked = (int(store.get(views.join_request_key(view.number)))
+                 if joining and store.check([views.join_request_key(view.number)]) else None)
+        due = deaths.due_now(cfg, joining, asked) if asked is not None else []
+        if due and all(store.check([views.ready_key(r, reps.life[r], s)]) for r in due for s in range(cfg.shards)):
+            view = views.publish(store, View(view.number + 1, tuple(sorted(view.members + tuple(due))),
+                                             joined=tuple(sorted(due)), reason="replacement"))
+            reps.note(store, "view", **views.describe(view), asked_at_step=asked)
+            joining = [r for r in joining if r not in due]
         if all(reps.finished(r) for r in view.members):
             for r in joining:  # a replacement the run ended before admitting
                 reps.fence(r)

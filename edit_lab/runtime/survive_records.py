@@ -31,10 +31,11 @@ def lost_work(cfg: RunConfig, launcher: list[dict[str, Any]], syncs: list[dict[s
     sync_steps = sorted({int(r["step"]) for r in syncs if r.get("kind") == "sync"})
     views = [r for r in syncs if r.get("kind") == "view"]
     per_step = cfg.shards * cfg.data.batch_size * cfg.data.seq_len  # tokens a replica trains per step
-    out = []
+    out, seen = [], {}  # seen: replica -> its deaths so far (a replica that dies again: its n-th death, n-th view)
     for death in (r for r in launcher if r["kind"] == "death"):
         r = death["replica"]
-        gone = next((v for v in views if r in v["died"]), None)
+        n, seen[r] = seen.get(r, 0), seen.get(r, 0) + 1
+        gone = next(iter([v for v in views if r in v["died"]][n:]), None)
         back = next((v for v in views if r in v["joined"] and gone is not None and v["view"] > gone["view"]), None)
         until = int(back["step"]) if back else cfg.steps
         if not capabilities(cfg.method).is_local_sgd:  # every step syncs: it trained with the others up to its death

@@ -30,7 +30,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from edit_lab.config import FAULT_KINDS
+from edit_lab.config import FAULT_KINDS, deaths
 from edit_lab.registry import capabilities
 
 if TYPE_CHECKING:
@@ -66,8 +66,8 @@ def inject(cfg: "RunConfig", rank: int, step: int, life: int = 0) -> None:
     ("nan" acts on the loss instead: see `maybe_poison_loss`.) `life`: 0 for a rank of the run's start, n for
     the n-th replacement of its replica (`fault_replica` strikes the first life only).
     """
-    if (life == 0 and 0 <= cfg.trouble.fault_replica == rank // cfg.shards and step == cfg.trouble.fault_replica_step
-            and cfg.trouble.fault_replica_unit < 0):
+    if (deaths.life_dying_at(cfg, rank // cfg.shards, step) == life
+            and not (life == 0 and step == cfg.trouble.fault_replica_step and cfg.trouble.fault_replica_unit >= 0)):
         _fail_replica(cfg, rank, step)
     if not _fires(cfg, rank, step) or cfg.trouble.fault_kind == "nan":
         return
@@ -85,7 +85,7 @@ def inject(cfg: "RunConfig", rank: int, step: int, life: int = 0) -> None:
 
 def _fail_replica(cfg: "RunConfig", rank: int, step: int) -> None:
     """This rank's part of its replica's death (`fault_replica_kind`): SIGKILL itself, or sleep forever."""
-    print(f"edit_lab.train.faults: rank {rank} of replica {cfg.trouble.fault_replica} will {cfg.trouble.fault_replica_kind} at the "
+    print(f"edit_lab.train.faults: rank {rank} of replica {rank // cfg.shards} will {cfg.trouble.fault_replica_kind} at the "
           f"start of step {step} on purpose", file=sys.stderr, flush=True)
     if cfg.clock.kind == "virtual":
         raise ReplicaDeath(cfg.trouble.fault_replica_kind, step)

@@ -274,3 +274,20 @@ def test_a_survivor_that_raises_ends_the_run_with_its_traceback(out):
     while _workers(out) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _workers(out), "worker processes left"
+
+
+@pytest.mark.parametrize("method, more, views, back", [
+    ("diloco", "2@35", [[0, 1, 2], [0, 2], [0, 1, 2], [0, 1], [0, 1, 2]], [(1, 25), (2, 45)]),
+    ("edit", "1@40", [[0, 1, 2], [0, 2], [0, 1, 2], [0, 2], [0, 1, 2]], [(1, 25), (1, 50)]),  # the replacement dies
+])
+def test_two_deaths_in_one_run(out, method, more, views, back):
+    """`fault_replica_more`: replica 1 dies at 15 (back at the first sync at or after 25), then replica 2 at 35, or
+    replica 1's replacement (its second life) at 40, each back `rejoin_step − fault_replica_step` = 10 steps later."""
+    run = _run(out, method, fault_replica_step=15, rejoin_step=25, fault_replica_more=more)
+    assert _views(run) == views
+    assert [(x["replica"], x["rejoined_at_step"]) for x in run.summary["survival"]["lost"]] == back
+    launcher = [r["kind"] for r in read_jsonl(out / "survival.jsonl")]
+    assert launcher == ["view"] + ["death", "fenced", "view", "replacement_started", "view"] * 2, launcher
+    assert _anchors_agree(out, from_step=back[-1][1]) >= 2  # every replica on the agreed model after the last join
+    val = _val(run)
+    assert val[60 - 10] < val[20], val  # still learning through both

@@ -74,6 +74,17 @@ def test_virtual_equals_real_bit_for_bit_on_the_issue_s_kill_1x3(tmp_path, metho
         assert kinds == ["detection", "rollback", "view", "sync", "retry"], kinds
 
 
+@pytest.mark.parametrize("method, more", [("diloco", "2@35"), ("edit", "1@40")])
+def test_virtual_equals_real_bit_for_bit_through_two_deaths(tmp_path, method, more):
+    """Two deaths (`fault_replica_more`): replica 1 at 15 and replica 2 at 35, or replica 1 again at 40 (its
+    replacement), each back 10 steps later."""
+    kw = dict(fault_replica_step=15, rejoin_step=25, fault_replica_more=more)
+    real = _run(tmp_path / "real", "wall", method, 3, **kw)
+    virtual = _run(tmp_path / "virtual", "virtual", method, 3, **kw)
+    assert len(_views(virtual)) == 5
+    _compare(real, virtual, exact=True)
+
+
 @pytest.mark.parametrize("kind", ["kill", "hang"])
 def test_the_virtual_episode_is_charged_and_deterministic(tmp_path, kind):
     """Detection (a kill: DETECT_KILL_S after the death; a hang: timeout_s), the view change, the transfer on the

@@ -105,3 +105,37 @@ def test_the_simulator_refuses_before_it_runs_what_its_deaths_leave_out():
         with pytest.raises(ConfigError) as info:
             simulate(_cfg(**changes), costs=None)
         assert str(info.value).startswith(field) and "is not allowed" in str(info.value)
+
+
+def test_more_deaths_are_scheduled_with_their_lives_and_due_steps():
+    from edit_lab.config import deaths
+
+    cfg = _cfg(method="diloco", fault_replica_step=15, rejoin_step=25, fault_replica_more=" 2@35, 1@40")
+    cfg.validate()
+    assert deaths.schedule(cfg) == [(1, 15), (2, 35), (1, 40)]
+    assert [deaths.life_dying_at(cfg, r, s) for r, s in ((1, 15), (2, 35), (1, 40), (0, 15), (1, 35))] == \
+        [0, 0, 1, None, None]  # replica 1's second death strikes its replacement (life 1)
+    assert deaths.due_step(cfg, 1, 20) == 25 and deaths.due_step(cfg, 1, 44) == 50 and deaths.due_step(cfg, 2, 35) == 45
+    assert deaths.due_step(cfg, 2, 30) is None  # not dead yet
+    assert deaths.due_now(cfg, [1, 2], 45) == [2] and deaths.due_now(cfg, [1, 2], 50) == [1, 2]
+    assert deaths.schedule(_cfg(fault_replica=-1, rejoin_step=-1)) == []
+    assert deaths.due_step(_cfg(rejoin_step=-1), 1, 50) is None  # no replacements at all
+
+
+@pytest.mark.parametrize("more, changes, why", [
+    ("2-35", {}, "replica@step"),  # not the syntax
+    ("3@35", {}, "replica in 0..2"),
+    ("2@60", {}, "step in 11..59"),
+    ("2@8", {}, "step in 11..59"),  # in the warm-up
+    ("2@20", {}, "one death per step"),  # the first death's step
+    ("1@40", dict(rejoin_step=-1), "rejoin_step=-1 brings none back"),  # a replica that never came back dies again
+    ("1@44", {}, "after step 45"),  # its replacement is due at 40, joins by 45
+    ("2@30", dict(survive_min_replicas=2), "survive_min_replicas=2"),  # replica 1 not back before 45: one left
+    ("2@35", dict(fault_replica=-1, rejoin_step=-1), "without a first death"),
+    ("2@35", dict(survive=False, rejoin_step=-1), "with survive=False"),
+])
+def test_more_deaths_are_refused_naming_the_field(more, changes, why):
+    with pytest.raises(ConfigError) as info:
+        _cfg(method="diloco", fault_replica_more=more, **changes).validate()
+    msg = str(info.value)
+    assert msg.startswith("fault_replica_more=") and why in msg, msg

@@ -100,13 +100,14 @@ def simulate(cfg: RunConfig, costs: Costs, keep_events: bool = True) -> Predicti
     engine: Engine
     if cfg.runtime.survive:  # deaths and joins: sim/survive.py
         from edit_lab.clock.sim.survive import SurvivingEngine
+        from edit_lab.config import deaths
         from edit_lab.registry import capabilities
 
         engine = SurvivingEngine(costs, cfg.replicas, cfg.shards, *link, keep_events=keep_events,
                                  timeout_s=cfg.runtime.timeout_s, rejoin=cfg.runtime.rejoin_step >= 0,
                                  min_replicas=cfg.runtime.survive_min_replicas,
                                  state_bytes=costs.joiner_state_bytes(capabilities(cfg.method).is_local_sgd),
-                                 spawn=program)
+                                 spawn=program, due_now=lambda missing, step: deaths.due_now(cfg, missing, step))
     else:
         engine = Engine(costs, cfg.replicas, cfg.shards, *link, keep_events=keep_events)
     engine.run([program(r) for r in range(cfg.replicas)])

@@ -129,9 +129,11 @@ class SurvivingEngine(Engine):
 
     def __init__(self, costs: Costs, replicas: int, shards: int, link_latency_s: float = 0.0,
                  link_Bps: float = 0.0, keep_events: bool = True, *, timeout_s: float, rejoin: bool,
-                 min_replicas: int, state_bytes: int, spawn: Callable[[int, int], Program]) -> None:
+                 min_replicas: int, state_bytes: int, spawn: Callable[[int, int], Program],
+                 due_now: Callable[[list[int], int], list[int]] = lambda missing, step: list(missing)) -> None:
         super().__init__(costs, replicas, shards, link_latency_s, link_Bps, keep_events)
         self.timeout_s, self.rejoin, self.min_replicas, self.spawn = timeout_s, rejoin, min_replicas, spawn
+        self.due_now = due_now  # which missing replicas' replacements a sync of a step admits (config.deaths)
         self.state_bytes = state_bytes
         self.episode = Episode([SimView(0, tuple(range(replicas)))])
         self.dead: dict[int, Death] = {}  # replica -> its death (one rank per replica)
@@ -218,10 +220,11 @@ class SurvivingEngine(Engine):
         """`Episode.on_set`: the view with the replacements, at once (they are ready by then)."""
         ep = self.episode
         view = ep.views[-1]
-        if ep.joining and req.view == view.number:
-            ep.views.append(SimView(view.number + 1, tuple(sorted(view.members + tuple(ep.joining))),
-                                    joined=tuple(sorted(ep.joining)), t=st.t))
-            ep.joining = []
+        due = self.due_now(ep.joining, req.step) if ep.joining and req.view == view.number else []
+        if due:
+            ep.views.append(SimView(view.number + 1, tuple(sorted(view.members + tuple(due))),
+                                    joined=tuple(sorted(due)), t=st.t))
+            ep.joining = [r for r in ep.joining if r not in due]
 
     # ------------------------------------------------------------------------------ the store, in time order
     def _ready_at(self, st: ReplicaState) -> float | None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from edit_lab.clock.sim.engine import PeerLoss
 from edit_lab.clock.sim.survive import Adopt, AskJoin, AwaitView, Die, FetchState, Gate, PutState, SimView
-from edit_lab.config import RunConfig
+from edit_lab.config import RunConfig, deaths
 
 Gen = Generator[Any, Any, Any]
 
@@ -43,10 +43,10 @@ class SimSurvival:
         """`faults.inject` (`unit` -1: at the start of `step`) and `faults.UnitFault` (right before unit `unit`'s
         `pre_unit` in the forward of `step`): the kind of death that strikes this life there (None: none)."""
         t = self.cfg.trouble
-        if (self.life == 0 and t.fault_replica == self.program.replica and step == t.fault_replica_step
-                and unit == t.fault_replica_unit):
-            return t.fault_replica_kind
-        return None
+        if deaths.life_dying_at(self.cfg, self.program.replica, step) != self.life:
+            return None
+        first = self.life == 0 and step == t.fault_replica_step  # only the first death may strike inside a step
+        return t.fault_replica_kind if unit == (t.fault_replica_unit if first else -1) else None
 
     def die(self, step: int, unit: int = -1) -> Gen:
         kind = self.dies_at(step, unit)
@@ -60,7 +60,8 @@ class SimSurvival:
         self.program.members = view.members
 
     def joiners_due(self, step: int) -> bool:
-        return 0 <= self.cfg.runtime.rejoin_step <= step and len(self.view.members) < self.cfg.replicas
+        missing = [r for r in range(self.cfg.replicas) if r not in self.view.members]
+        return bool(deaths.due_now(self.cfg, missing, step))
 
     def enter(self, step: int) -> Gen:
         """Stage 1: the newest view (asking for the replacements when due); True when a death made it."""
