@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from edit_lab.config import RunConfig
+from edit_lab.config import RunConfig, deaths
 from edit_lab.records import rundir
 from edit_lab.registry import capabilities
 
@@ -27,22 +27,36 @@ def _stat(values: list[float]) -> dict[str, float] | None:
 
 def lost_work(cfg: RunConfig, launcher: list[dict[str, Any]], syncs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per death: the replica-steps the run went without that replica, from its last sync (its Δ since then never
-    reached the anchor) to the sync its replacement joined at (or the end), and their tokens."""
-    sync_steps = sorted({int(r["step"]) for r in syncs if r.get("kind") == "sync"})
-    views = [r for r in syncs if r.get("kind") == "view"]
+    reached the anchor) to the sync its replacement joined at (or the end), and their tokens.
+
+    Read from the launcher's rows (each death, then the view that admitted its replacement, with the step it was
+    asked at: a survivor that met two views between two syncs records only the newest) and the schedule of deaths
+    (`config.deaths`: a replica's n-th death is its n-th scheduled one); the last sync is the last one whose members
+    held the replica at or before its death step (DiLoCo's sync at that step comes before the death, EDiT's is
+    inside a step the dead replica never began). Under `sync` every step syncs: it trained with the others up to its
+    death. A death that no schedule names (a replacement found hung in its join: it had trained nothing) counts 0."""
     per_step = cfg.shards * cfg.data.batch_size * cfg.data.seq_len  # tokens a replica trains per step
-    out, seen = [], {}  # seen: replica -> its deaths so far (a replica that dies again: its n-th death, n-th view)
-    for death in (r for r in launcher if r["kind"] == "death"):
+    scheduled: dict[int, list[int]] = {}
+    for r, step in deaths.schedule(cfg):
+        scheduled.setdefault(r, []).append(step)
+    member_syncs = [(int(x["step"]), x.get("members") or []) for x in syncs if x.get("kind") == "sync"]
+    out, seen = [], {}
+    for i, death in enumerate(launcher):
+        if death["kind"] != "death":
+            continue
         r = death["replica"]
         n, seen[r] = seen.get(r, 0), seen.get(r, 0) + 1
-        gone = next(iter([v for v in views if r in v["died"]][n:]), None)
-        back = next((v for v in views if r in v["joined"] and gone is not None and v["view"] > gone["view"]), None)
-        until = int(back["step"]) if back else cfg.steps
-        if not capabilities(cfg.method).is_local_sgd:  # every step syncs: it trained with the others up to its death
-            left_at = int(gone["step"]) if gone else cfg.steps
+        died_at = scheduled[r][n] if n < len(scheduled.get(r, [])) else None
+        back = next((v for v in launcher[i + 1:] if v["kind"] == "view" and r in v.get("joined", ())), None)
+        until = int(back["asked_at_step"]) if back else cfg.steps
+        if died_at is None:
+            left_at = until
+        elif not capabilities(cfg.method).is_local_sgd:
+            left_at = died_at
         else:
-            left_at = max((s for s in sync_steps if gone is None or s < int(gone["step"])), default=cfg.schedule.warmup_steps)
-        out.append({"replica": r, "last_sync_step": left_at, "rejoined_at_step": back["step"] if back else None,
+            left_at = max((s for s, members in member_syncs if r in members and s <= died_at),
+                          default=cfg.schedule.warmup_steps)
+        out.append({"replica": r, "last_sync_step": left_at, "rejoined_at_step": until if back else None,
                     "replica_steps": until - left_at, "tokens": (until - left_at) * per_step})
     return out
 

@@ -72,14 +72,34 @@ def test_a_view_names_its_members_donor_and_leader():
 
 
 def test_lost_work_counts_from_the_last_sync_to_the_join():
-    cfg = _cfg(shards=2, batch_size=4, seq_len=32)
-    launcher = [{"kind": "death", "replica": 1}]
-    syncs = [{"kind": "sync", "step": s} for s in (15, 20, 25, 30, 35, 40)] + [
-        {"kind": "view", "step": 25, "view": 1, "died": [1], "joined": []},
-        {"kind": "view", "step": 40, "view": 2, "died": [], "joined": [1]}]
+    cfg = _cfg(method="diloco", shards=2, batch_size=4, seq_len=32)  # replica 1 dies at 20, back at 40
+    launcher = [{"kind": "view", "view": 0, "joined": []}, {"kind": "death", "replica": 1},
+                {"kind": "view", "view": 1, "died": [1], "joined": []},
+                {"kind": "view", "view": 2, "died": [], "joined": [1], "asked_at_step": 40}]
+    syncs = ([{"kind": "sync", "step": s, "members": [0, 1, 2]} for s in (15, 20)]  # DiLoCo's sync at 20: before it
+             + [{"kind": "sync", "step": s, "members": [0, 2]} for s in (25, 30, 35)]
+             + [{"kind": "sync", "step": 40, "members": [0, 1, 2]}])
     (lost,) = lost_work(cfg, launcher, syncs)
     assert lost == {"replica": 1, "last_sync_step": 20, "rejoined_at_step": 40, "replica_steps": 20,
                     "tokens": 20 * 2 * 4 * 32}
+    edit = [dict(x, members=[0, 2]) if x["step"] == 20 else x for x in syncs]  # EDiT's sync at 20: inside step 20
+    assert lost_work(_cfg(method="edit"), launcher, edit)[0]["last_sync_step"] == 15
+
+
+def test_lost_work_per_death_when_a_survivor_met_two_views_at_once():
+    """Replicas 1 and 2 die at 26 and 28, between two syncs: the first rank records only the newest view, so the
+    deaths and the join are read from the launcher's rows; each replica lost 25 → 40."""
+    cfg = _cfg(method="diloco", replicas=4, fault_replica_step=26, rejoin_step=36, fault_replica_more="2@28")
+    launcher = [{"kind": "view", "view": 0, "joined": []}, {"kind": "death", "replica": 1},
+                {"kind": "view", "view": 1, "died": [1], "joined": []}, {"kind": "death", "replica": 2},
+                {"kind": "view", "view": 2, "died": [2], "joined": []},
+                {"kind": "view", "view": 3, "died": [], "joined": [1, 2], "asked_at_step": 40}]
+    syncs = ([{"kind": "sync", "step": s, "members": [0, 1, 2, 3]} for s in (15, 20, 25)]
+             + [{"kind": "sync", "step": s, "members": [0, 3]} for s in (30, 35)]
+             + [{"kind": "view", "step": 30, "view": 2, "died": [2], "joined": []}])
+    lost = lost_work(cfg, launcher, syncs)
+    assert [(x["replica"], x["last_sync_step"], x["rejoined_at_step"], x["replica_steps"]) for x in lost] == [
+        (1, 25, 40, 15), (2, 25, 40, 15)]
 
 
 def test_a_lost_peer_is_told_from_a_bug():

@@ -2,22 +2,46 @@
 
 from __future__ import annotations
 
+import pytest
+
 from edit_course.lessons import survive_race as sr
 
 
-def test_a_death_falls_after_the_first_sync_and_two_rounds_before_the_end():
+def test_deaths_fall_after_the_first_sync_and_two_rounds_before_the_end_and_allow_the_replacements_back():
+    counts = set()
     for seed in range(200):
-        replica, step = sr.draw_death(seed, replicas=16, steps=120, warmup=10, tau=5)
-        assert 0 <= replica < 16 and 16 <= step < 110
-    assert sr.draw_death(3, 16, 120, 10, 5) == sr.draw_death(3, 16, 120, 10, 5)  # a seed is one death
+        deaths = sr.draw_deaths(seed, replicas=16, steps=120, warmup=10, tau=5, rejoin_after=10)
+        counts.add(len(deaths))
+        steps = [d for _, d in deaths]
+        assert steps == sorted(steps) and len(set(steps)) == len(steps)  # one per step
+        assert all(0 <= r < 16 and 16 <= d < 110 for r, d in deaths)
+        back = {}
+        for r, d in deaths:  # a replica dies again only once its replacement is surely back
+            assert d > back.get(r, -1)
+            back[r] = d + 10 + 5
+    assert counts == {2, 3, 4}  # random deaths: 2 to 4 per run
+    assert sr.draw_deaths(3, 16, 120, 10, 5) == sr.draw_deaths(3, 16, 120, 10, 5)  # a seed is one schedule
+    small = sr.draw_deaths(0, 4, 40, 10, 5)
+    assert all(16 <= d < 30 for _, d in small)
 
 
-def test_the_restarts_timeline_is_shifted_by_the_death_and_the_restart():
-    resumed = [(10, 4.4, 0.5), (20, 3.7, 0.3), (30, 3.4, 0.8)]  # (step, val, t); step 10's is the checkpoint's past
-    assert sr.restart_timeline(death_t=3.0, restart_s=2.0, resumed_evals=resumed, checkpoint_step=14) == [
-        (20, 3.7, 5.3), (30, 3.4, 5.8)]
-    first = [(10, 4.4, 0.5), (20, 3.69, 1.0)]  # the first run's, before its death at 23: step 20 is after the ckpt
-    assert sr.restart_timeline(3.0, 2.0, resumed, 14, first) == [(10, 4.4, 0.5), (20, 3.7, 5.3), (30, 3.4, 5.8)]
+def test_the_restarts_lose_every_replica_s_steps_since_each_checkpoint():
+    # deaths at 23 and 57, checkpoints at 20 and 50: (3 + 7) steps × 16 replicas × 128 tokens
+    assert sr.lost_by_restarts([23, 57], [20, 50], replicas=16, tokens=128) == 10 * 16 * 128
+    assert sr.lost_by_restarts([], [], 16, 128) == 0
+
+
+def test_the_restarts_timeline_chains_the_segments():
+    first = [(10, 4.4, 0.5), (20, 3.69, 1.0)]  # from scratch, dies at 23 (t 1.2), checkpoint at 14
+    second = [(10, 4.4, 9.9), (20, 3.7, 0.3), (30, 3.4, 0.8), (40, 3.3, 1.3)]  # from 14 (its row at 10 carried
+    # over, on the old clock), dies at 43 (t 1.5), checkpoint at 34
+    last = [(30, 3.39, 7.0), (40, 3.2, 0.4), (50, 3.1, 0.9)]  # from 34 to the end
+    evals, last_start = sr.restart_timeline([(first, -1, 14, 1.2), (second, 14, 34, 1.5), (last, 34, float("inf"), None)],
+                                            restart_s=2.0)
+    # the first's 20 is of a model the restart throws away (after its checkpoint at 14), as is the second's 40
+    assert [e[:2] for e in evals] == [(10, 4.4), (20, 3.7), (30, 3.4), (40, 3.2), (50, 3.1)]
+    assert [e[2] for e in evals] == pytest.approx([0.5, 3.5, 4.0, 7.1, 7.6])  # shifted by 1.2 + 2, then + 1.5 + 2
+    assert last_start == pytest.approx(1.2 + 2.0 + 1.5 + 2.0)
 
 
 def test_the_loss_at_a_time_is_the_newest_validation_at_or_before_it():
