@@ -68,6 +68,9 @@ from edit_lab.protocol import fragment_units
 from edit_lab.train.data import Corpus, load_corpus, train_batch
 from edit_lab.train.trainer import make_optimizer
 
+#: How long the oracle waits for all its replicas together before it says which did not finish.
+JOIN_S = 120.0
+
 
 def _state(model: nn.Module, diloco: Any) -> dict[str, Any]:
     """θ (the model's parameters), every fragment's anchor (`original_parameters`) and its outer optimizer's
@@ -108,7 +111,7 @@ def _leave(manager: Any, in_quorum: bool) -> None:
 
 
 def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, closing: bool, out: dict[int, Any],
-             errors: list[BaseException], start: threading.Barrier, leave_at: int | None, leave_in_quorum: bool,
+             errors: list[tuple[int, BaseException]], start: threading.Barrier, leave_at: int | None, leave_in_quorum: bool,
              min_size: int, pg_timeout: datetime.timedelta) -> None:
     try:
         import torch.distributed as dist
@@ -172,8 +175,9 @@ def _replica(cfg: RunConfig, replica: int, lighthouse: str, fragments: int, clos
             manager.shutdown(wait=False)
         out[replica] = {"snapshots": snapshots, "rounds": rounds, "losses": losses,
                         "fragments": fragment_units(len(units), fragments), "closing": end}
-    except BaseException as e:  # surfaced by the caller with the replica's traceback
-        errors.append(e)
+    except BaseException as e:  # surfaced by the caller, naming the replica, with its traceback
+        errors.append((replica, e))
+        start.abort()  # the others waiting to start fail at once instead of after the barrier's 60 s
 
 
 def torchft_diloco(cfg: RunConfig, fragments: int = 1, closing: bool = False,
@@ -188,7 +192,11 @@ def torchft_diloco(cfg: RunConfig, fragments: int = 1, closing: bool = False,
     `leave=(replica, step)`: that replica leaves at the start of its inner step `step`; with `leave_in_quorum`
     (step + 1 a sync step) after joining the coming sync's quorum, so that the survivors' commit fails (module
     docstring). The survivors go on as a quorum of R − 1 (no closing sync: `closing` must be False); the
-    leaver's entry holds what it recorded before it left."""
+    leaver's entry holds what it recorded before it left.
+
+    A replica that raises ends the oracle at once with a RuntimeError naming it (its error the cause, with its
+    traceback), without waiting for the others, which may be stuck in a collective with it; replicas still running
+    after JOIN_S raise a TimeoutError naming them."""
     from torchft.coordination import LighthouseServer
 
     leave_at, min_size, lh, pg_timeout = None, cfg.replicas, {}, datetime.timedelta(seconds=30)
@@ -203,19 +211,27 @@ def torchft_diloco(cfg: RunConfig, fragments: int = 1, closing: bool = False,
         lh = dict(join_timeout_ms=20_000, heartbeat_timeout_ms=1_500)  # wait for the slow, drop the silent
     lighthouse = LighthouseServer(bind="[::]:0", min_replicas=min_size, **lh)
     out: dict[int, Any] = {}
-    errors: list[BaseException] = []
+    errors: list[tuple[int, BaseException]] = []  # (replica, error), in the order they happened
     start = threading.Barrier(cfg.replicas, action=lambda: time.sleep(0.5))  # a few heartbeats from every manager
     threads = [threading.Thread(target=_replica, args=(cfg, r, lighthouse.address(), fragments, closing, out, errors,
                                                        start, leave_at if leave and r == leave[0] else None,
-                                                       leave_in_quorum, min_size, pg_timeout))
-               for r in range(cfg.replicas)]
+                                                       leave_in_quorum, min_size, pg_timeout), daemon=True)
+               for r in range(cfg.replicas)]  # daemons: a replica left hung does not keep the process alive
+    deadline = time.monotonic() + JOIN_S  # one deadline for all: a hung run ends in JOIN_S, not R × JOIN_S
     try:
         for t in threads:
             t.start()
-        for t in threads:
-            t.join(timeout=120)
+        # until all are done, the first error (the others may be stuck in a collective with the failed one) or
+        # the deadline
+        while not errors and time.monotonic() < deadline and (alive := [t for t in threads if t.is_alive()]):
+            alive[0].join(timeout=0.1)
     finally:
         lighthouse.shutdown()
-    if errors:
-        raise errors[0]
+    if errors:  # the first is the cause; the others' errors (a broken barrier, a failed collective) follow from it
+        replica, error = errors[0]
+        raise RuntimeError(f"torchft replica {replica} failed: {type(error).__name__}: {error}") from error
+    hung = [r for r, t in enumerate(threads) if t.is_alive()]
+    if hung:
+        raise TimeoutError(f"torchft replicas {hung} did not finish within {JOIN_S:.0f} s (a collective or a quorum "
+                           "that never formed); the threads are left behind")
     return [out[r] for r in range(cfg.replicas)]

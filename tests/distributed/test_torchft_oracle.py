@@ -166,3 +166,15 @@ def test_diloco_equals_torchft_three_replicas_with_a_closing_sync(tmp_path):
     worst, end = compare(dict(method="diloco", replicas=3, steps=11, sync_interval=3), 1, tmp_path)
     report("diloco R 3 with a closing sync vs torchft", worst, end)
     assert len(worst) == 3 and max(worst + [end]) < TOL
+
+
+def test_a_failing_replica_is_named_with_its_error():
+    """More fragments than sync units leaves a fragment with no parameters: torchft's outer SGD refuses it in every
+    replica's thread, before any quorum. The oracle raises at once, naming the replica, its error the cause
+    (before: the first thread's bare error, and a thread left hung was waited for 120 s per replica)."""
+    from edit_oracles.torchft_diloco import torchft_diloco
+
+    cfg = small(method="diloco", clock="virtual", shards=1, replicas=2, warmup_steps=0, steps=3)
+    with pytest.raises(RuntimeError, match=r"^torchft replica [01] failed: ValueError: .*empty parameter list") as e:
+        torchft_diloco(cfg, fragments=len(build_model(cfg.data.model, 0).units()) + 2)
+    assert isinstance(e.value.__cause__, ValueError)

@@ -45,3 +45,12 @@ def test_the_check_sees_every_kind_of_import(tmp_path):
                  "pytest.importorskip('edit_course')\nfrom tests.course.exercise_asserts import not_yet\n")
     assert course_imports(f) == ["4: edit_course.exercises", "6: edit_course.claims", "7: edit_course",
                                  "8: tests.course.exercise_asserts"]
+
+
+def test_the_oracles_the_library_tests_import_never_import_the_course():
+    """edit_oracles sits apart from the course so that the library's torchft tests can import it: an oracle that
+    imported the course would bring it back into tests/distributed through the back door."""
+    oracles = TESTS.parent / "edit_oracles"
+    bad = {str(p.relative_to(TESTS.parent)): hits for p in sorted(oracles.rglob("*.py")) if (hits := course_imports(p))}
+    assert sorted(p.name for p in oracles.rglob("*.py")) == ["__init__.py", "torchft_diloco.py"]  # the check sees them
+    assert not bad, f"an oracle imports the course (the library's tests import the oracles): {bad}"
