@@ -297,7 +297,8 @@ def check_sync(run: Any, name: str, timing: str, rel_tol: float = 0.3, abs_ms: f
     from edit_course.verdict import verdict
 
     measured, expected = per_sync_ms(run)["exposed"], sync_expected_ms(run)
-    verdict(f"{name}: the exposed time per sync is the cost model's (within {rel_tol:.0%} or {abs_ms:g} ms)",
+    verdict(f"{name}: the exposed sync_reduce time per sync (d left out) is the cost model's "
+            f"(within {rel_tol:.0%} or {abs_ms:g} ms)",
             compared(measured, expected, rel_tol, abs_ms),
             f"measured {measured:.1f} ms (median over ranks and syncs) against expected {expected:.1f} ms",
             why_not=sync_gap_reason(measured, expected, median_sync_parts(run)["peer later ms"], timing), timing=True)
