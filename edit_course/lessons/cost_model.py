@@ -33,10 +33,11 @@ from typing import Any
 
 import pandas as pd
 
-#: The overlap condition as the notebooks print it.
-FORMULA = ("exposed ≈ d + t₀ + Σ_{l≥1} max(0, t_l − f_{l−1}),  t_l = c + latency + bytes_l / bandwidth   (c: a "
-           "collective's own cost; f_l: the rank's own work on unit l, its all-gather and forward; d: the decisions "
-           "exchange)")
+#: The overlap condition as the notebooks print it. t_l is the link's charge alone, as `unit_table`'s "t (ms)" column
+#: beside it: c is not simply added to it, it runs from the issue and counts only where the link would idle.
+FORMULA = ("exposed ≈ d + t₀ + Σ_{l≥1} max(0, t_l − f_{l−1}),  t_l = latency + bytes_l / bandwidth, plus each "
+           "collective's own cost c where the link idles   (f_l: the rank's own work on unit l, its all-gather and "
+           "forward; d: the decisions exchange)")
 
 
 def link_ms(nbytes: float, latency_ms: float, bandwidth_mb_s: float) -> float:
