@@ -306,7 +306,8 @@ def paper_box(spike_on: Run, spike_off: Run, bad_on: Run, bad_off: Run, spike_st
               path: Path) -> pd.DataFrame:
     """Notebook 05's box: the paper's claim, this notebook's runs and the benchmark's verification of the
     notebook's own configurations (`path`: penalty_defaults.json) side by side, each row labelled with whose
-    numbers it holds."""
+    numbers it holds. "With" is the lab's rules (`spike_on`, `bad_on`): the notebook also runs the paper's own
+    detector, whose numbers differ, so the row says which."""
     spike_units = flags(spike_on, 1, after=spike_step)
     first = spike_units[spike_units["step"] == spike_units["step"].min()] if not spike_units.empty else spike_units
     bf, bn = bad_flagged(bad_on, 1, corrupt_from)
@@ -327,7 +328,7 @@ def paper_box(spike_on: Run, spike_off: Run, bad_on: Run, bad_off: Run, spike_st
              f"{sum(v['healthy_records'] for v in spike + corrupt)} records") if spike and corrupt else \
         ("not in this checkout",) * 3
     rows = [("the paper's (Cheng et al., ICLR 2025)", "loss spikes suppressed", "low-quality data suppressed", "—"),
-            ("this notebook's runs (one seed)", *this),
+            ("this notebook's runs (one seed; with: the lab's rules)", *this),
             (f"the benchmark's ({Path(path).name}: this notebook's settings, the detector of its commit)", *bench)]
     return pd.DataFrame(rows, columns=["whose numbers", "a spike", "bad data", "the healthy replica"]).set_index(
         "whose numbers")

@@ -274,3 +274,20 @@ def exposure_reason(run: RunLike, step: int, rank: int = 0, first: int = 2) -> s
     return (f"unit {u} waited {row['exposed ms']:.1f} ms: its peer issued the transfer {row['peer later ms']:.1f} ms "
             f"after this rank, the link's charge covers {row['link ms']:.1f} ms, {row['rest ms']:.1f} ms is left; "
             f"{timing_reason(as_run(run))}")
+
+
+def local_step_ms(run: RunLike) -> float:
+    """The median time of a step with no sync-group collective (ms, over the replicas' steps, step 0 left out).
+
+    Why: two runs' wall clocks differ by what the sync costs *and* by how busy the machine was. A step without
+    a sync is the same arithmetic in every run of one configuration and touches no sync link, so prefetch and
+    the method cannot move it: its median is the machine's pace during that run, the yardstick a wall-clock gap
+    is read against. Step 0 (process start, first all-gathers) is left out. NaN when no such step was trained.
+    """
+    from edit_lab.records.analysis import metrics_table
+
+    r = as_run(run)
+    syncing = {int(e["step"]) for e in r.events if e.get("group") == "sync"} | {0}
+    m = metrics_table(r)
+    local = m.loc[~m["step"].isin(syncing), "dt"]
+    return 1e3 * float(local.median()) if len(local) else float("nan")

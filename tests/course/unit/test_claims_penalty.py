@@ -168,7 +168,8 @@ def test_the_paper_box_labels_whose_numbers_each_row_holds(tmp_path):
         {"config": "nb05-corrupt", "bad_flagged": 3, "bad_records": 8, "healthy_flagged": 1, "healthy_records": 10,
          "final_val_loss": 2.9}]}))
     box = cp.paper_box(on, off, bad_on, bad_off, 13, 13, bench)
-    assert list(box.index) == ["the paper's (Cheng et al., ICLR 2025)", "this notebook's runs (one seed)",
+    assert list(box.index) == ["the paper's (Cheng et al., ICLR 2025)",
+                               "this notebook's runs (one seed; with: the lab's rules)",
                                "the benchmark's (p.json: this notebook's settings, the detector of its commit)"]
     assert box.iloc[1, 0] == "highest val loss after it 3.500 with, 60.000 without; flagged in 2 of 2 units at once"
     assert box.iloc[1, 1].startswith("flagged in 2 of 8 judged (sync, unit) records; final val loss 3.100 with")

@@ -95,6 +95,7 @@ def test_check_many_names_the_runs_off_the_model(capsys):
     assert not v.ok
     out = capsys.readouterr().out
     assert "50 MB/s off above the model by 11.5 ms" in out and "5 MB/s on above" not in out
+    assert "a late peer" in out and "overstating" not in out  # only a cause that can move a run above the model
     assert M.check_many("sweep", {"a": (1.0, 2.0)}, "T").ok
 
 

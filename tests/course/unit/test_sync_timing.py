@@ -143,3 +143,15 @@ def test_wait_parts_split_the_exposed_time_into_a_late_peer_the_link_and_the_res
         T.exposure_reason(variant, SYNC, rank=1)
     # no simulated link: the whole wait beyond a late peer is the rest
     assert T.wait_parts(fake) == {"link ms": ms(0.0), "peer later ms": ms(0.0), "rest ms": ms(24.0)}
+
+
+def test_local_step_ms_is_the_median_step_without_a_sync_and_leaves_out_step_0(tmp_path):
+    """The machine's pace during a run: steps with a sync-group collective (step 3 here) and step 0 are out."""
+    path = F.make_fake_run(tmp_path / "run")
+    dt = {0: 9.0, 1: 0.2, 2: 0.4, SYNC: 5.0}  # seconds: the start-up and the sync step would dominate a mean
+    rows = [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+    for m in rows:
+        if m["kind"] == "train":
+            m["dt"] = dt[m["step"]]
+    (path / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in rows))
+    assert T.local_step_ms(Run(path)) == ms(300.0)  # steps 1 and 2, both replicas: median of 0.2, 0.2, 0.4, 0.4 s
