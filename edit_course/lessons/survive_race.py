@@ -36,8 +36,12 @@ from edit_course.verdict import Verdict, verdict
 
 def draw_death(seed: int, replicas: int, steps: int, warmup: int, tau: int) -> tuple[int, int]:
     """(replica, step) of the seed's death: any replica, a step after the first sync and at least 2τ before the end."""
+    lo, hi = warmup + tau + 1, steps - 2 * tau
+    if hi <= lo:
+        raise ValueError(f"steps={steps} leaves no step to die at: a death falls in {lo}..{hi - 1} (after the first "
+                         f"sync, 2τ before the end), so steps must be at least warmup + 3τ + 2 = {lo + 2 * tau + 1}")
     rng = random.Random(seed)
-    return rng.randrange(replicas), rng.randrange(warmup + tau + 1, steps - 2 * tau)
+    return rng.randrange(replicas), rng.randrange(lo, hi)
 
 
 def restart_timeline(death_t: float, restart_s: float, resumed_evals: Sequence[tuple[int, float, float]],
@@ -88,11 +92,12 @@ def _quiet() -> Iterator[None]:
 
 def race_seed(seed: int, out: Path, *, replicas: int = 16, steps: int = 120, warmup: int = 10, tau: int = 5,
               rejoin_after: int = 10, checkpoint_every: int = 2, restart_s: float = 2.0,
-              eval_every: int = 10) -> dict[str, Any]:
-    """One seed of the race (both ways); the row of its numbers."""
+              eval_every: int = 10, death: tuple[int, int] | None = None) -> dict[str, Any]:
+    """One seed of the race (both ways); the row of its numbers. `death`: (replica, step) instead of the seed's
+    draw, to put a death where a question asks (right after a checkpoint, at the last step)."""
     from edit_lab import RunConfig
 
-    replica, step = draw_death(seed, replicas, steps, warmup, tau)
+    replica, step = death if death is not None else draw_death(seed, replicas, steps, warmup, tau)
     base = RunConfig(method="diloco", shards=1, replicas=replicas, steps=steps, warmup_steps=warmup,
                      sync_interval=tau, model="nano", seq_len=32, batch_size=4, eval_every=eval_every,
                      eval_batches=1, progress=False, clock="virtual", seed=seed,
