@@ -168,19 +168,20 @@ class Survival:
     def gather(self, view: View) -> None:
         """Wait until every member of `view` has reached its group's creation, for at most `wait_s`.
 
-        A TimeoutError names the members that never came (a peer loss: the sync is retried in the next view, which
-        the launcher publishes once it has fenced them); a newer view published meanwhile supersedes this one at
-        once (a member died on the way)."""
+        A RuntimeError that says "timed out" names the members that never came: a peer loss by `is_peer_loss`'s
+        words, so the sync is retried in the next view, which the launcher publishes once it has fenced them (the
+        builtin TimeoutError, an OSError, was no peer loss: the rank raised and the run ended as a bug); a newer
+        view published meanwhile supersedes this one at once (a member died on the way)."""
         self.store.set(views.arrived_key(view.number, self.mesh.shard, self.mesh.replica), "1")
         keys = {r: views.arrived_key(view.number, self.mesh.shard, r) for r in view.members}
         deadline = time.monotonic() + self.wait_s
         while not self.store.check(list(keys.values())):
             if self.latest() > view.number:
-                raise TimeoutError(f"view {view.number} timed out: superseded by view {self.latest()} before every "
+                raise RuntimeError(f"view {view.number} timed out: superseded by view {self.latest()} before every "
                                    "member reached its group")
             if time.monotonic() > deadline:
                 missing = [r for r, k in keys.items() if not self.store.check([k])]
-                raise TimeoutError(f"view {view.number} timed out: replica(s) {missing} did not reach its group "
+                raise RuntimeError(f"view {view.number} timed out: replica(s) {missing} did not reach its group "
                                    f"within {self.wait_s:g} s")
             time.sleep(0.002)
 
