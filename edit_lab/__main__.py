@@ -37,6 +37,20 @@ def _choice(name: str, choices: tuple[str, ...]):
     return parse
 
 
+def _integer(name: str, k: typing.Any):
+    """An argparse type for an integer knob that refuses a non-integer (`nan`, `2.5`, `1e3`) in the config's own
+    words, naming the field and its allowed values, as the config refuses an integer out of its bounds."""
+
+    def parse(value: str) -> int:
+        try:
+            return int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name}={value!r} is not allowed: {k.allowed(int)}") from None
+
+    parse.__name__ = name
+    return parse
+
+
 def _add_config_flags(ap: argparse.ArgumentParser) -> None:
     """One flag per RunConfig field, grouped by section, from the fields' declarations."""
     groups = {section: ap.add_argument_group(section) for section in SECTIONS}
@@ -57,7 +71,8 @@ def _add_config_flags(ap: argparse.ArgumentParser) -> None:
         elif k.choices:
             g.add_argument(flag, dest=name, type=_choice(name, k.choices), choices=k.choices, default=None, help=help_)
         else:
-            g.add_argument(flag, dest=name, type=hint if hint in (int, float) else str, default=None, help=help_,
+            kind = _integer(name, k) if hint is int else hint if hint is float else str
+            g.add_argument(flag, dest=name, type=kind, default=None, help=help_,
                            metavar={int: "N", float: "X"}.get(hint, "PATH"))
     for old, new in RENAMED.items():  # the old flags still work, unlisted
         groups[knobs()[new].section].add_argument("--" + old.replace("_", "-"), dest=new, type=field_hint(new), default=None,

@@ -122,11 +122,12 @@ def _quiet() -> Iterator[None]:
 
 def race_seed(seed: int, out: Path, *, replicas: int = 16, steps: int = 120, warmup: int = 10, tau: int = 5,
               rejoin_after: int = 10, checkpoint_every: int = 2, restart_s: float = 2.0,
-              eval_every: int = 10) -> dict[str, Any]:
-    """One seed of the race (both ways); the row of its numbers."""
+              eval_every: int = 10, deaths: Sequence[tuple[int, int]] | None = None) -> dict[str, Any]:
+    """One seed of the race (both ways); the row of its numbers. `deaths`: the schedule, (replica, step) by step, to
+    place the deaths by hand (a test's edge); default `draw_deaths`' for the seed."""
     from edit_lab import RunConfig
 
-    deaths = draw_deaths(seed, replicas, steps, warmup, tau, rejoin_after)
+    deaths = list(deaths) if deaths is not None else draw_deaths(seed, replicas, steps, warmup, tau, rejoin_after)
     base = RunConfig(method="diloco", shards=1, replicas=replicas, steps=steps, warmup_steps=warmup,
                      sync_interval=tau, model="nano", seq_len=32, batch_size=4, eval_every=eval_every,
                      eval_batches=1, progress=False, clock="virtual", seed=seed)

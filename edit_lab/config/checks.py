@@ -224,8 +224,9 @@ class RunConfigChecks:
         local = capabilities(self.method).is_local_sgd  # its warm-up all-reduces gradients every step
         first = self.schedule.warmup_steps if local else 0
         if self.runtime.rejoin_step >= 0 and (self.runtime.rejoin_step < first or self.runtime.rejoin_step >= self.steps):
-            bad("rejoin_step", f"-1 (none) or a step in {first}..{self.steps - 1}: a replacement joins at a sync"
-                + (", after the warm-up" if local else "") + " and before the end")
+            bad("rejoin_step", (f"-1 (none) or a step in {first}..{self.steps - 1}" if first < self.steps else
+                                f"-1 (none): steps={self.steps} leaves no step after warmup_steps={first}")
+                + ": a replacement joins at a sync" + (", after the warm-up" if local else "") + " and before the end")
         if local and self.trouble.fault_replica >= 0 and self.trouble.fault_replica_step <= self.schedule.warmup_steps:
             bad("fault_replica_step", f"a step after warmup_steps={self.schedule.warmup_steps} with survive=True: the "
                 "warm-up all-reduces gradients every step, which the survivors of a local-SGD method cannot roll "

@@ -169,19 +169,20 @@ class Survival:
     def gather(self, view: View) -> None:
         """Wait until every member of `view` has reached its group's creation, for at most `wait_s`.
 
-        A TimeoutError names the members that never came (a peer loss: the sync is retried in the next view, which
-        the launcher publishes once it has fenced them); a newer view published meanwhile supersedes this one at
-        once (a member died on the way)."""
+        A RuntimeError that says "timed out" names the members that never came: a peer loss by `is_peer_loss`'s
+        words, so the sync is retried in the next view, which the launcher publishes once it has fenced them (the
+        builtin TimeoutError, an OSError, was no peer loss: the rank raised and the run ended as a bug); a newer
+        view published meanwhile supersedes this one at once (a member died on the way)."""
         self.store.set(views.arrived_key(view.number, self.mesh.shard, self.mesh.replica), "1")
         keys = {r: views.arrived_key(view.number, self.mesh.shard, r) for r in view.members}
         deadline = time.monotonic() + self.wait_s
         while not self.store.check(list(keys.values())):
             if self.latest() > view.number:
-                raise TimeoutError(f"view {view.number} timed out: superseded by view {self.latest()} before every "
+                raise RuntimeError(f"view {view.number} timed out: superseded by view {self.latest()} before every "
                                    "member reached its group")
             if time.monotonic() > deadline:
                 missing = [r for r, k in keys.items() if not self.store.check([k])]
-                raise TimeoutError(f"view {view.number} timed out: replica(s) {missing} did not reach its group "
+                raise RuntimeError(f"view {view.number} timed out: replica(s) {missing} did not reach its group "
                                    f"within {self.wait_s:g} s")
             time.sleep(0.002)
 
@@ -228,11 +229,12 @@ class Survival:
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.mesh.shard_group)
         return int(t)
 
-    def joiners_due(self, step: int) -> bool:
+    def joiners_due(self, step: int, view: View | None = None) -> bool:
         """A replacement joins here: a replica is missing that the launcher still replaces, and this sync is at or
         after its replacement's due step (`config.deaths.due_step`: `rejoin_step` for the first death)."""
-        assert self.view is not None
-        missing = [r for r in range(self.cfg.replicas) if r not in self.view.members]
+        view = view or self.view
+        assert view is not None
+        missing = [r for r in range(self.cfg.replicas) if r not in view.members]
         return any(not self.store.check([views.abandoned_key(r)]) for r in deaths.due_now(self.cfg, missing, step))
 
     def enter(self, step: int) -> bool:
@@ -241,9 +243,10 @@ class Survival:
         assert self.view is not None
         t0 = self.log.clock.now()
         n = self.latest()
-        if n == self.view.number and self.joiners_due(step):
-            self.store.set(views.join_request_key(self.view.number), str(step))
-            n = self.wait_newer(self.view.number, self.wait_s).number
+        newest = self.view if n == self.view.number else views.read(self.store, n)
+        if self.joiners_due(step, newest):  # asked in the newest view: a death seen at this sync's start delays no join
+            self.store.set(views.join_request_key(n), str(step))
+            n = self.wait_newer(n, self.wait_s).number
         n = self.agree(n)
         if n <= self.view.number:
             return False

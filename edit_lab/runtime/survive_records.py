@@ -34,13 +34,14 @@ def lost_work(cfg: RunConfig, launcher: list[dict[str, Any]], syncs: list[dict[s
     (`config.deaths`: a replica's n-th death is its n-th scheduled one); the last sync is the last one whose members
     held the replica at or before its death step (DiLoCo's sync at that step comes before the death, EDiT's is
     inside a step the dead replica never began). Under `sync` every step syncs: it trained with the others up to its
-    death. A death that no schedule names (a replacement found hung in its join: it had trained nothing) counts 0."""
+    death. A death that no schedule names (a replacement fenced in its join: it never trained) counts from the step
+    its join was asked at."""
     per_step = cfg.shards * cfg.data.batch_size * cfg.data.seq_len  # tokens a replica trains per step
     scheduled: dict[int, list[int]] = {}
     for r, step in deaths.schedule(cfg):
         scheduled.setdefault(r, []).append(step)
     member_syncs = [(int(x["step"]), x.get("members") or []) for x in syncs if x.get("kind") == "sync"]
-    out, seen = [], {}
+    out, seen, last_back = [], {}, {}  # last_back: replica -> the step its latest replacement's join was asked at
     for i, death in enumerate(launcher):
         if death["kind"] != "death":
             continue
@@ -49,13 +50,15 @@ def lost_work(cfg: RunConfig, launcher: list[dict[str, Any]], syncs: list[dict[s
         died_at = scheduled[r][n] if n < len(scheduled.get(r, [])) else None
         back = next((v for v in launcher[i + 1:] if v["kind"] == "view" and r in v.get("joined", ())), None)
         until = int(back["asked_at_step"]) if back else cfg.steps
-        if died_at is None:
-            left_at = until
+        if died_at is None:  # a replacement fenced in its join: without the replica since that join was asked
+            left_at = last_back.get(r, until)
         elif not capabilities(cfg.method).is_local_sgd:
             left_at = died_at
         else:
             left_at = max((s for s, members in member_syncs if r in members and s <= died_at),
                           default=cfg.schedule.warmup_steps)
+        if back:
+            last_back[r] = until
         out.append({"replica": r, "last_sync_step": left_at, "rejoined_at_step": until if back else None,
                     "replica_steps": until - left_at, "tokens": (until - left_at) * per_step})
     return out

@@ -33,7 +33,9 @@ class DeathControls:
         self.kill_replica = W.Dropdown(options=self.options(base.replicas),
                                        value=t.fault_replica if base.runtime.survive else NOBODY,
                                        description="kill replica", style=style, layout=layout)
-        self.kill_step = W.IntSlider(value=t.fault_replica_step or steps // 2, min=1, max=steps - 1,
+        # from step 0: sync survives a death at its first step (a local-SGD method's warm-up is refused by the config)
+        chosen = base.runtime.survive and t.fault_replica >= 0  # a base's death at step 0 is kept, not moved
+        self.kill_step = W.IntSlider(value=t.fault_replica_step if chosen else steps // 2, min=0, max=steps - 1,
                                      description="… at step", style=style, layout=layout)
         self.rejoin_step = W.IntSlider(value=base.runtime.rejoin_step, min=-1, max=steps - 1,
                                        description="replacement at step", style=style, layout=layout,
@@ -95,8 +97,10 @@ def death_window(run: Any) -> tuple[int, int] | None:
 
 
 def survivors_figure(run: Any, label: str) -> go.Figure:
-    """Each replica's training loss of a run with a death: the dead replica's curve stops, the survivors' go on.
-    The title says what the records show (the last step each replica trained), not what should happen."""
+    """Each replica's training loss of a run with a death: the survivors' curves go on; the dead life's rows are lost
+    with it (edit-method.md §16, *Records*), so the dead replica has a curve only from its replacement's join.
+    The title says what the records show (the last step each replica trained), not what should happen: a survivor
+    is one that trained the death's step or later (a death at the last step leaves the survivors only that step)."""
     fig = loss_figure([run], labels=[label], per_replica=True)
     last: dict[int, int] = {}
     for m in run.metrics:
@@ -104,7 +108,7 @@ def survivors_figure(run: Any, label: str) -> go.Figure:
             last[int(m["replica"])] = max(last.get(int(m["replica"]), -1), int(m["step"]))
     dead = sorted({int(d["replica"]) for d in deaths(run)})
     step = run.config.trouble.fault_replica_step
-    went_on = [r for r in sorted(last) if r not in dead and last[r] > step]
+    went_on = [r for r in sorted(last) if r not in dead and last[r] >= step]
     fig.update_layout(title=f"{label}: replica {', '.join(map(str, dead))} killed at step {step}; "
                             f"survivors {went_on} trained on to step {max((last[r] for r in went_on), default=step)}")
     return fig

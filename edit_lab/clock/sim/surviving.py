@@ -59,16 +59,16 @@ class SimSurvival:
         self.view, self.fresh = view, view.joined
         self.program.members = view.members
 
-    def joiners_due(self, step: int) -> bool:
-        missing = [r for r in range(self.cfg.replicas) if r not in self.view.members]
+    def joiners_due(self, step: int, view: SimView | None = None) -> bool:
+        missing = [r for r in range(self.cfg.replicas) if r not in (view or self.view).members]
         return bool(deaths.due_now(self.cfg, missing, step))
 
     def enter(self, step: int) -> Gen:
         """Stage 1: the newest view (asking for the replacements when due); True when a death made it."""
         seen: tuple[SimView, ...] = yield Gate()
-        if seen[-1].number == self.view.number and self.joiners_due(step):
-            yield AskJoin(self.view.number, step)
-            seen = yield AwaitView(self.view.number)
+        if self.joiners_due(step, seen[-1]):  # asked in the newest view, as `Survival.enter`
+            yield AskJoin(seen[-1].number, step)
+            seen = yield AwaitView(seen[-1].number)
         latest, before = seen[-1], self.view.number
         if latest.number <= before:
             return False
