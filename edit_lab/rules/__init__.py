@@ -61,7 +61,7 @@ These rules are pluggable:
 - the **donor** of a replacement (`RunConfig.rules.donor`, notebook 10's exercise): `fn(members, joined) -> replica
   id`, the live member that hands a replacement its state, with survive=True only. Every live rank calls it with
   the view that admits the replacement (`core.survival.Survival.change_to`) instead of the lowest member that did
-  not join (`core.view.View.donor_for`); the one it names writes its state onto the store, the replacement reads
+  not join (`Rules.donor`'s default); the one it names writes its state onto the store, the replacement reads
   it. Refused before launch (`donor_problem`, probed on every view of the run's replicas with one joiner) when it
   raises, names anything but a member that did not join, or answers differently when asked twice (the live ranks
   would disagree, and nobody, or two, would hand the state over).
