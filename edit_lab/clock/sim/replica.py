@@ -29,7 +29,7 @@ def random_pause(cfg: RunConfig, step: int, replica: int) -> float:
     except ImportError:  # no torch: a pause with the same probability, from a generator seeded the same way
         rng = random.Random(hash((cfg.seed, replica, step, 0x57A6)))
         return cfg.stragglers.random_pause_ms / 1e3 if rng.random() < cfg.stragglers.random_pause_prob else 0.0
-    # the draw alone: from_config would also compile a straggler_rule, at every draw
+    # the draw alone (the rule is the program's `rules.straggler`, added by `planned_pause`)
     return StragglerModel(cfg.seed, pause_prob=cfg.stragglers.random_pause_prob, pause_s=cfg.stragglers.random_pause_ms / 1e3).random_pause(
         step, replica)
 
