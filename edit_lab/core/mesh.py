@@ -104,12 +104,12 @@ class Mesh:
 
 
 def configured_sync_groups(cfg: Any) -> list[list[int]] | None:
-    """Every sync group of `cfg`'s mesh from its `sync_group_rule` (`rules.sync_groups`), or None: the mesh's own."""
-    if cfg.rules.sync_group is None:
-        return None
-    from edit_lab.rules import sync_groups
+    """Every sync group of `cfg`'s mesh from its `Rules.sync_groups`, or None for the library's (marked builtin):
+    the mesh's own columns, which `Mesh.build` makes itself."""
+    from edit_lab.rules import Rules, is_builtin
 
-    return sync_groups(cfg.rules.sync_group, cfg.shards, cfg.replicas)
+    groups = Rules.from_config(cfg).sync_groups
+    return None if is_builtin(groups) else groups(cfg.shards, cfg.replicas)
 
 
 def members_of(rank: int, groups: list[list[int]] | None) -> list[int] | None:

@@ -46,19 +46,20 @@ no multiple of the vector width) uses fused multiply-adds, an ulp away again.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn as nn
 
-from edit_lab import rules
+from edit_lab.rules.rules import is_builtin, torch_sgd
 
 
 class OuterState:
     """Anchor shards + outer optimizer (one parameter per unit, so units can be stepped one at a time)."""
 
     def __init__(self, shards: list[torch.Tensor], lr: float, momentum: float, nesterov: bool,
-                 cpu_offload: bool = False, rule: str | None = None) -> None:
+                 cpu_offload: bool = False, outer_step: Callable = torch_sgd(True)) -> None:
         self.offload = cpu_offload
         home = torch.device("cpu") if cpu_offload else shards[0].device
         self.anchors = [nn.Parameter(s.detach().clone().to(home)) for s in shards]
@@ -66,8 +67,9 @@ class OuterState:
         # unit's sync, and on a CPU it costs about as much as the transfer it follows)
         self.optimizer = torch.optim.SGD(self.anchors, lr=lr, momentum=momentum, nesterov=nesterov and momentum > 0,
                                          fused=True)
-        # a reader's step instead of torch's (None: torch's): compiled once, on this rank
-        self.rule = None if rule is None else rules.outer_step(rule)
+        # `Rules.outer_step`: the library's (marked builtin: torch's fused SGD above), or a reader's step
+        self.rule = outer_step
+        self.step_shard = self.torch_step if is_builtin(outer_step) else self.rule_step
         self.wire = "none"
         self.decay = 1.0  # error feedback's decay β of the residual before it joins Δ (sparseloco's; 1 otherwise)
         self.residuals: list[torch.Tensor] | None = None  # error feedback's e per unit (None: no feedback)
@@ -142,11 +144,13 @@ class OuterState:
     def step(self, unit: int, delta_bar: torch.Tensor) -> None:
         """One outer optimizer step on unit `unit`'s anchor shard with the aggregated pseudo-gradient."""
         a = self.anchors[unit]
-        if self.rule is not None:
-            self.rule_step(a, delta_bar.to(a.device))
-            return
-        a.grad = delta_bar.to(a.device)
-        # Only this unit has a gradient, so SGD leaves the other units (and their momentum) untouched.
+        self.step_shard(a, delta_bar.to(a.device))
+
+    @torch.no_grad()
+    def torch_step(self, a: nn.Parameter, delta_bar: torch.Tensor) -> None:
+        """torch's fused SGD on one anchor shard. Only this unit has a gradient, so SGD leaves the other units
+        (and their momentum) untouched."""
+        a.grad = delta_bar
         self.optimizer.step()
         a.grad = None
 

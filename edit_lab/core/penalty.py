@@ -43,6 +43,7 @@ from typing import Any, NamedTuple
 # The detector and the knobs are torch-free layer-0 modules (RunConfig.validate checks the knobs without the
 # core); they are re-exported here, the penalty's one public face.
 from edit_lab.detector import AnomalyDetector, PenaltyValueError, _check_positive
+from edit_lab.rules.weighting_rule import _check_replicas, softmax_weights  # the library's weighting: a rule's default
 from edit_lab.config.penalty import AUTHORS_DETECTOR, PenaltyConfig
 
 __all__ = ["AUTHORS_DETECTOR", "CLIP_EPS", "MAJORITY", "AnomalyDetector", "Judged", "PenaltyConfig",
@@ -52,51 +53,6 @@ __all__ = ["AUTHORS_DETECTOR", "CLIP_EPS", "MAJORITY", "AnomalyDetector", "Judge
 
 #: Added to the norm before dividing, as in `torch.nn.utils.clip_grad_norm_` and the reference code.
 CLIP_EPS = 1e-6
-
-
-def _check_replicas(norms: Sequence[float] | None, anomalous: Sequence[bool]) -> None:
-    if len(anomalous) == 0:
-        raise ValueError("need at least one replica")
-    if norms is not None and len(norms) != len(anomalous):
-        raise ValueError(f"got {len(norms)} norms for {len(anomalous)} anomaly flags; need one per replica")
-
-
-# region softmax-weights
-def softmax_weights(
-    norms: Sequence[float],
-    temperature: float,
-    anomalous: Sequence[bool],
-    enabled: bool = True,
-) -> list[float]:
-    """Aggregation weights of the replicas' pseudo-gradients for one unit (decision D2: used whenever enabled).
-
-    enabled:  w_r = exp(−G_r/T) / Σ_{non-anomalous} exp(−G_s/T) for non-anomalous r, 0 for anomalous r.
-              Computed as exp(−(G_r − G_min)/T) with G_min the smallest norm among the non-anomalous
-              replicas, so the largest term is exactly 1 and nothing overflows or underflows to 0/0.
-    disabled: plain mean over the non-anomalous replicas (1/k each, k of them); the norms are not looked at.
-    all anomalous: all zeros (the caller then skips the outer step, see `outer_step_skipped`).
-
-    Anomalous replicas are excluded in both modes, so switching weighting off keeps the anomaly filter
-    (with no anomalies, disabled gives the paper's plain 1/R). With weighting on, a non-anomalous replica
-    whose norm is +inf or NaN (possible when the anomaly filter is off) gets weight 0, the limit of the
-    softmax for an infinitely large norm; if no finite norm is left the weights are all zero. T = inf
-    gives equal weights. Weights sum to 1 up to rounding whenever one is non-zero.
-    """
-    _check_replicas(norms, anomalous)
-    _check_positive("temperature", temperature, "T of the softmax weights")
-    keep = [not bool(a) for a in anomalous]
-    if not enabled:
-        k = sum(keep)
-        return [1.0 / k if kept else 0.0 for kept in keep] if k else [0.0] * len(keep)
-    usable = [kept and math.isfinite(float(g)) for kept, g in zip(keep, norms)]
-    if not any(usable):
-        return [0.0] * len(keep)
-    g_min = min(float(g) for g, ok in zip(norms, usable) if ok)
-    t = float(temperature)
-    e = [math.exp(-(float(g) - g_min) / t) if ok else 0.0 for g, ok in zip(norms, usable)]
-    total = math.fsum(e)
-    return [v / total for v in e]
-# endregion softmax-weights
 
 
 def excluded_from_weights(anomalous: Sequence[bool], steps: Sequence[int]) -> list[bool]:

@@ -138,9 +138,9 @@ class Survival:
 
     def __init__(self, cfg: Any, store: Any, mesh: Mesh, log: EventLog, life: int) -> None:
         self.cfg, self.store, self.mesh, self.log, self.life = cfg, store, mesh, log, life
-        from edit_lab.rules import donor_of
+        from edit_lab.rules import Rules
 
-        self.donor = donor_of(cfg.rules.donor)  # who hands a replacement its state: the library's, or a reader's rule
+        self.donor = Rules.from_config(cfg).donor  # who hands a replacement its state: the library's, or a reader's
         self.timeout = datetime.timedelta(seconds=cfg.runtime.timeout_s)
         self.wait_s = max(3 * cfg.runtime.timeout_s, 60.0)  # the launcher confirms, fences and publishes within this
         self.pg: Any = None

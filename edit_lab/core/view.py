@@ -47,10 +47,6 @@ class View:
         """The lowest live replica: it takes replica 0's duties (progress, the run directory's model)."""
         return self.members[0]
 
-    def donor_for(self, joiner: int) -> int:
-        """The live member a joiner takes its state from: the lowest one that did not join with it."""
-        return next(r for r in self.members if r not in self.joined)
-
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 

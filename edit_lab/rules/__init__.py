@@ -61,11 +61,13 @@ These rules are pluggable:
 - the **donor** of a replacement (`RunConfig.rules.donor`, notebook 10's exercise): `fn(members, joined) -> replica
   id`, the live member that hands a replacement its state, with survive=True only. Every live rank calls it with
   the view that admits the replacement (`core.survival.Survival.change_to`) instead of the lowest member that did
-  not join (`core.view.View.donor_for`); the one it names writes its state onto the store, the replacement reads
+  not join (`Rules.donor`'s default); the one it names writes its state onto the store, the replacement reads
   it. Refused before launch (`donor_problem`, probed on every view of the run's replicas with one joiner) when it
   raises, names anything but a member that did not join, or answers differently when asked twice (the live ranks
   would disagree, and nobody, or two, would hand the state over).
 
+`rules.py` gathers them: `Rules.from_config(cfg)`, one rank's object holding every rule, each the library's own
+function unless the config gives a source; the core calls it without asking which (the simulator builds it too).
 One module per rule, named after its `RunConfig` field (`weighting_rule.py` for `penalty_weighting_rule`, ...), and
 `source.py`, which reads a rule's source from a function and compiles it on a rank; every name is re-exported here,
 so `from edit_lab.rules import ...` and `rules.<name>` reach all of them. Named for what it holds; "hooks" is the
@@ -107,9 +109,10 @@ from edit_lab.rules.fragment_schedule_rule import (
     fragment_schedule_problem,
 )
 from edit_lab.rules.donor_rule import DONOR_SIGNATURE, Donor, donor, donor_of, donor_problem
+from edit_lab.rules.rules import Rules, is_builtin
 
 __all__ = [
-    "DONOR_SIGNATURE", "Donor", "donor", "donor_of", "donor_problem",
+    "DONOR_SIGNATURE", "Donor", "Rules", "is_builtin", "donor", "donor_of", "donor_problem",
     "FRAGMENT_SCHEDULE_SIGNATURE", "FragmentSchedule", "GRAD_ALL_REDUCE_SIGNATURE", "OUTER_STEP_SIGNATURE",
     "RuleError", "SCHEDULE_KINDS", "STRAGGLER_SIGNATURE", "SYNC_GROUP_SIGNATURE", "SYNC_SCHEDULE_SIGNATURE",
     "StandInGroup", "Straggler", "WEIGHTING_SIGNATURE", "Weighting", "fragment_schedule", "fragment_schedule_horizon",

@@ -35,7 +35,7 @@ def donor(source: str) -> Donor:
 
 def donor_of(source: str | None) -> Donor:
     """Who hands a replacement its state: the reader's rule when one is set, else the library's choice (the lowest
-    member that did not join, `core.view.View.donor_for`)."""
+    member that did not join: `Rules.donor`'s default)."""
     if source is None:
         return lambda members, joined: next(m for m in members if m not in joined)
     return donor(source)

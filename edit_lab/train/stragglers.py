@@ -40,6 +40,8 @@ import torch
 from edit_lab.config import RunConfig
 from edit_lab.core.quorum import Pause
 from edit_lab.records.events import EventLog
+from edit_lab.rules import Rules, Straggler, is_builtin
+from edit_lab.rules.rules import no_pause
 from edit_lab.train.data import mix_seed
 
 
@@ -50,17 +52,12 @@ class StragglerModel:
     factor: float = 1.0
     pause_prob: float = 0.0
     pause_s: float = 0.0
-    rule: str | None = None  # the source of a reader's straggler rule (RunConfig.rules.straggler)
-
-    def __post_init__(self) -> None:
-        from edit_lab.rules import straggler
-
-        self._rule = None if self.rule is None else straggler(self.rule)  # compiled once per rank
+    rule: Straggler = no_pause  # `Rules.straggler`: a reader's pause after each step, or the library's none
 
     @classmethod
     def from_config(cls, cfg: RunConfig) -> "StragglerModel":
         return cls(cfg.seed, tuple(cfg.stragglers.replicas), cfg.stragglers.factor, cfg.stragglers.random_pause_prob,
-                   cfg.stragglers.random_pause_ms / 1e3, cfg.rules.straggler)
+                   cfg.stragglers.random_pause_ms / 1e3, Rules.from_config(cfg).straggler)
 
     def random_pause(self, step: int, replica: int) -> float:
         """Seconds of random pause for this replica at this step (0 most of the time)."""
@@ -75,7 +72,7 @@ class StragglerModel:
 
     def needs_compute(self, replica: int) -> bool:
         """Does this replica's pause depend on the step's own compute (a consistent straggler, or a rule)?"""
-        return self.stretches(replica) or self._rule is not None
+        return self.stretches(replica) or not is_builtin(self.rule)
 
     def own_compute(self, compute_s: float) -> float:
         """The step's own compute that the pause is computed from (the virtual clock states its calibrated one)."""
@@ -89,10 +86,9 @@ class StragglerModel:
         extra = self.random_pause(step, replica)
         if extra > 0:
             d, why = d + extra, ("random" if why is None else "consistent+random")
-        if self._rule is not None:
-            ruled = self._rule(step, replica, compute_s)
-            if ruled > 0:
-                d, why = d + ruled, ("rule" if why is None else why + "+rule")
+        ruled = self.rule(step, replica, compute_s)
+        if ruled > 0:
+            d, why = d + ruled, ("rule" if why is None else why + "+rule")
         return d, why
 
     def plan(self, step: int, replica: int, compute_s: float) -> Pause:

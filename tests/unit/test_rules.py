@@ -116,14 +116,14 @@ def test_the_straggler_model_adds_the_rule_to_the_other_kinds():
     from edit_lab.train.stragglers import StragglerModel
 
     source = rule_source(throttle)
-    alone = StragglerModel(rule=source)
+    alone = StragglerModel(rule=straggler(source))
     assert alone.delay(3, 1, 0.02) == (0.02, "rule") and alone.delay(2, 1, 0.02) == (0.0, None)
     assert alone.needs_compute(0) and not StragglerModel().needs_compute(0)  # the rule is given the compute
-    slow = StragglerModel(slow_replicas=(1,), factor=3.0, rule=source)
+    slow = StragglerModel(slow_replicas=(1,), factor=3.0, rule=straggler(source))
     d, why = slow.delay(3, 1, 0.02)
     assert d == pytest.approx(2 * 0.02 + 0.02) and why == "consistent+rule"
     assert slow.delay(2, 1, 0.02) == (pytest.approx(0.04), "consistent")
-    both = StragglerModel(pause_prob=1.0, pause_s=0.05, rule=source)
+    both = StragglerModel(pause_prob=1.0, pause_s=0.05, rule=straggler(source))
     assert both.delay(3, 1, 0.02) == (pytest.approx(0.07), "random+rule")
     cfg = RunConfig(replicas=2, straggler_rule=source)
     assert StragglerModel.from_config(cfg).delay(5, 1, 0.01) == (0.01, "rule")
@@ -293,12 +293,13 @@ def test_outer_state_steps_with_the_rule_and_keeps_its_buffer_as_the_momentum_bu
     import torch
 
     from edit_lab.core.outer import OuterState
+    from edit_lab.rules import outer_step
 
     shards = [torch.tensor([1.0, 2.0, 0.5]), torch.tensor([-1.0])]
     deltas = [[torch.tensor([0.2, -0.1, 0.05]), torch.tensor([0.3])],
               [torch.tensor([0.1, 0.1, -0.2]), torch.tensor([-0.1])]]
     built_in = OuterState(shards, lr=0.7, momentum=0.8, nesterov=True)
-    ruled = OuterState(shards, lr=0.7, momentum=0.8, nesterov=True, rule=rule_source(torch_nesterov_step))
+    ruled = OuterState(shards, lr=0.7, momentum=0.8, nesterov=True, outer_step=outer_step(rule_source(torch_nesterov_step)))
     assert ruled.numel() == built_in.numel() == 4  # no buffer before the first step, as torch's
     for ds in deltas:
         for unit, d in enumerate(ds):
@@ -312,7 +313,7 @@ def test_outer_state_steps_with_the_rule_and_keeps_its_buffer_as_the_momentum_bu
     # a checkpoint of the rule's state resumes under the library's step, and back
     resumed = OuterState(shards, lr=0.7, momentum=0.8, nesterov=True)
     resumed.load_state_dict(ruled.state_dict())
-    back = OuterState(shards, lr=0.7, momentum=0.8, nesterov=True, rule=rule_source(nesterov_step))
+    back = OuterState(shards, lr=0.7, momentum=0.8, nesterov=True, outer_step=outer_step(rule_source(nesterov_step)))
     back.load_state_dict(built_in.state_dict())
     d = torch.tensor([0.3, 0.0, 0.1])
     for o in (built_in, resumed, back):

@@ -63,11 +63,13 @@ def test_methods_that_cannot_survive_yet_are_refused_with_the_allowed_ones(metho
 
 
 def test_a_view_names_its_members_donor_and_leader():
+    from edit_lab.rules import Rules
+
     v = View(2, (0, 1, 2), joined=(1,), reason="replacement")
     assert View.from_json(v.to_json()) == v
-    assert v.index(2) == 2 and v.leader == 0 and v.donor_for(1) == 0
+    assert v.index(2) == 2 and v.leader == 0 and Rules.from_config(RunConfig()).donor(v.members, v.joined) == 0
     assert View(3, (1, 2), died=(0,)).leader == 1  # replica 0's duties move to the lowest live replica
-    assert View(1, (0, 1), joined=(0,)).donor_for(0) == 1
+    assert Rules.from_config(RunConfig()).donor((0, 1), (0,)) == 1  # the library's donor: the lowest not joined
     assert group_prefix(4, 1) == "view4/shard1"  # a fresh store prefix per view: an old view's rank cannot talk in
 
 

@@ -19,6 +19,7 @@ from edit_lab.clock.sim.engine import Engine, events_all_shards
 from edit_lab.clock.sim.programs import PROGRAMS, ReplicaProgram
 from edit_lab.config import ConfigError, RunConfig
 from edit_lab.records.overlap import Overlap, length, merge
+from edit_lab.rules.rules import Rules, mesh_columns
 
 
 @dataclass
@@ -80,14 +81,10 @@ def simulate(cfg: RunConfig, costs: Costs, keep_events: bool = True) -> Predicti
                           f"times the built-in all-reduce, one collective per unit, not the collectives a rule "
                           f"issues; launch the run to time yours)")
     costs = costs_fit(cfg, costs)
-    if cfg.rules.sync_group is not None:  # notebook 03's exercise: other sync groups
-        from edit_lab.core.mesh import configured_sync_groups
-
-        own = [[r * cfg.shards + s for r in range(cfg.replicas)] for s in range(cfg.shards)]
-        if configured_sync_groups(cfg) != own:
-            raise ConfigError("sync_group_rule=... is not allowed in the preview simulator unless it gives the mesh's "
-                              "own sync groups (one shard index in every replica), the only ones it models: launch "
-                              "the run instead")
+    if Rules.from_config(cfg).sync_groups(cfg.shards, cfg.replicas) != mesh_columns(cfg.shards, cfg.replicas):
+        raise ConfigError("sync_group_rule=... is not allowed in the preview simulator unless it gives the mesh's "
+                          "own sync groups (one shard index in every replica), the only ones it models: launch "
+                          "the run instead")  # notebook 03's exercise: other sync groups
     programs: list[ReplicaProgram] = []
 
     def program(replica: int, life: int = 0) -> Any:

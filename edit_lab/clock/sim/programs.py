@@ -41,7 +41,6 @@ from edit_lab.clock.sim.replica import F64, BackupProgram, Gen, ReplicaProgram, 
 from edit_lab.config import RunConfig
 from edit_lab.core.wire import collective_op, padded, wire_tensor_bytes
 from edit_lab.core.wire import spec_of as wire_spec_of
-from edit_lab.rules import fragment_schedule_of
 from edit_lab.protocol import (
     DECISION_FIELDS,
     MEETING_FIELDS,
@@ -227,13 +226,8 @@ class EDiTProgram(LocalSGDProgram):
         self.join_pending = False  # a replacement before its first sync (k = 0 there)
         self.sync_step = 0
         self.pending: dict[int, SimHandle | None] = {}
-        # a reader's sync order (RunConfig.rules.sync_schedule): per unit, the issues and waits of its pre-forward
-        rule = cfg.rules.sync_schedule
-        self.plan = None
-        if rule is not None:
-            from edit_lab.rules import sync_schedule_plan  # no torch
-
-            self.plan = sync_schedule_plan(rule, self.U)
+        # per unit, the issues and waits of its pre-forward during a sync: prefetch's, or a reader's order
+        self.plan = self.rules.sync_plan(self.U)
 
     def unit_hooks(self) -> bool:
         return self.syncing
@@ -283,15 +277,8 @@ class EDiTProgram(LocalSGDProgram):
     def pre_unit(self, unit: int) -> Gen:
         if not self.syncing:
             return
-        if self.plan is not None:  # methods/edit.py's `scheduled`
-            for kind, u in self.plan[unit]:
-                yield from (self.issue(u) if kind == "issue" else self.finish(u))
-        else:
-            if unit not in self.pending:
-                yield from self.issue(unit)
-            if self.cfg.schedule.prefetch and unit + 1 < self.U:
-                yield from self.issue(unit + 1)
-            yield from self.finish(unit)
+        for kind, u in self.plan[unit]:  # methods/edit.py's `pre_unit`
+            yield from (self.issue(u) if kind == "issue" else self.finish(u))
         if unit == self.U - 1:
             self.syncing = self.join_pending = False
             self.sync_finished(self.sync_step)
@@ -400,7 +387,7 @@ class StreamingDiLoCoProgram(LocalSGDProgram):
         self.fragments = fragment_units(self.U, cfg.streaming.fragments)
         self.delay = cfg.streaming.fragment_sync_delay
         # the schedule the ranks follow: the library's fragment_landing, or the reader's rule (no torch)
-        self.landing = fragment_schedule_of(cfg.rules.fragment_schedule)
+        self.landing = self.rules.fragment_landing
         self.in_flight: tuple[int, SimHandle | None, int] | None = None  # (fragment, its all-reduce, landing step)
         self.fragment_last = [cfg.schedule.warmup_steps] * cfg.streaming.fragments
 

@@ -6,15 +6,15 @@ it is checked against the virtual clock.
 
 from __future__ import annotations
 
-import functools
 import math
 import random
-from collections.abc import Callable, Generator
+from collections.abc import Generator
 from typing import Any
 
 from edit_lab.clock.costs import Costs
 from edit_lab.clock.sim.engine import Issue, Local, Now, Quorum, Row, SimHandle, Step, Wait, Work
 from edit_lab.config import RunConfig
+from edit_lab.rules import Rules
 
 Gen = Generator[Any, Any, Any]
 F64 = 8  # bytes of one float64 value in the small exchanges
@@ -29,17 +29,9 @@ def random_pause(cfg: RunConfig, step: int, replica: int) -> float:
     except ImportError:  # no torch: a pause with the same probability, from a generator seeded the same way
         rng = random.Random(hash((cfg.seed, replica, step, 0x57A6)))
         return cfg.stragglers.random_pause_ms / 1e3 if rng.random() < cfg.stragglers.random_pause_prob else 0.0
-    # the draw alone: from_config would also compile a straggler_rule, at every draw
+    # the draw alone (the rule is the program's `rules.straggler`, added by `planned_pause`)
     return StragglerModel(cfg.seed, pause_prob=cfg.stragglers.random_pause_prob, pause_s=cfg.stragglers.random_pause_ms / 1e3).random_pause(
         step, replica)
-
-
-@functools.lru_cache(maxsize=8)
-def _straggler_rule(source: str) -> Callable[[int, int, float], float]:
-    """A reader's `straggler_rule`, compiled once (edit_lab.rules, no torch)."""
-    from edit_lab.rules import straggler
-
-    return straggler(source)
 
 
 class ReplicaProgram:
@@ -47,6 +39,7 @@ class ReplicaProgram:
 
     def __init__(self, cfg: RunConfig, costs: Costs, replica: int, life: int = 0) -> None:
         self.cfg, self.costs, self.replica, self.life = cfg, costs, replica, life
+        self.rules = Rules.from_config(cfg)  # the same rules a rank holds (no torch)
         self.members: tuple[int, ...] = tuple(range(cfg.replicas))  # the sync group's replicas (survival: the view's)
         self.U = costs.units
         self.step = 0  # the step being trained (what a death inside the forward strikes)
@@ -227,10 +220,9 @@ class ReplicaProgram:
         extra = random_pause(cfg, step, self.replica)
         if extra > 0:
             d, why = d + extra, ("random" if why is None else "consistent+random")
-        if cfg.rules.straggler is not None:
-            ruled = _straggler_rule(cfg.rules.straggler)(step, self.replica, compute_s)
-            if ruled > 0:
-                d, why = d + ruled, ("rule" if why is None else why + "+rule")
+        ruled = self.rules.straggler(step, self.replica, compute_s)
+        if ruled > 0:
+            d, why = d + ruled, ("rule" if why is None else why + "+rule")
         return d, why
 
     # ------------------------------------------------------------------ Method's hooks (synchronous training)

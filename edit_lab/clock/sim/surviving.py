@@ -30,10 +30,8 @@ class SimSurvival:
     `abandon_sync`, `discard_round`; its `members` follow the view)."""
 
     def __init__(self, cfg: RunConfig, program: Any, life: int) -> None:
-        from edit_lab.rules import donor_of  # no torch
-
         self.cfg, self.program, self.life = cfg, program, life
-        self.donor = donor_of(cfg.rules.donor)
+        self.donor = program.rules.donor
         self.view = SimView(0, tuple(range(cfg.replicas)))
         self.fresh: tuple[int, ...] = ()
         self.snapshot = False  # a sync attempt took its snapshot (it got past `enter`)

@@ -25,6 +25,7 @@ from edit_lab.core.sharding import GradReady, ShardedModel
 from edit_lab.protocol import in_warmup
 from edit_lab.records.events import EventLog
 from edit_lab.registry import REGISTRY, Capabilities
+from edit_lab.rules import Rules, is_builtin
 
 if TYPE_CHECKING:
     from edit_lab.core.quorum import Pause
@@ -63,12 +64,9 @@ class Method:
         # the gradient all-reduces issued during this step's backward (`grad_ready`), by unit, in issue order
         self._grads_in_flight: dict[int, tuple[torch.Tensor, Handle]] = {}
         self.overlap_grads = os.environ.get(OVERLAP_ENV, "1") != "0"
-        # the reader's gradient all-reduce (RunConfig.rules.grad_all_reduce, edit_lab.rules), compiled once per rank
-        self.grad_rule: Callable | None = None
-        if cfg.rules.grad_all_reduce is not None:
-            from edit_lab.rules import grad_all_reduce
-
-            self.grad_rule = grad_all_reduce(cfg.rules.grad_all_reduce)
+        self.rules = Rules.from_config(cfg)  # this rank's rules: the library's functions, or a reader's (edit_lab.rules)
+        # the built-in all-reduce is bucketed and overlapped with the backward; a reader's goes unit by unit
+        self.builtin_grads = is_builtin(self.rules.grad_all_reduce)
 
     # ---------------------------------------------------------------- hooks
     def begin_step(self, step: int) -> None:
@@ -98,7 +96,7 @@ class Method:
                                f"were issued during the last backward and never waited for: all_reduces_grads() "
                                f"said yes, but after_backward did not call all_reduce_grads_over_sync_group()")
         # with survival every all-reduce waits for `after_backward`, where every rank of a replica meets a death alike
-        if (not self.overlap_grads or self.mesh.sync_size == 1 or self.grad_rule is not None or self.survival is not None
+        if (not self.overlap_grads or self.mesh.sync_size == 1 or not self.builtin_grads or self.survival is not None
                 or not self.all_reduces_grads(self.log.step)):
             return None
         return self.grad_ready
@@ -206,7 +204,7 @@ class Method:
         R = self.mesh.sync_size
         if R == 1:
             return
-        if self.grad_rule is not None:
+        if not self.builtin_grads:
             self.all_reduce_grads_by_rule()
             return
         in_flight, self._grads_in_flight = self._grads_in_flight, {}
@@ -239,7 +237,7 @@ class Method:
             n = p.grad.numel()
             grad = torch.zeros(-(-n // R) * R, dtype=p.grad.dtype, device=p.grad.device)
             grad[:n] = p.grad.reshape(-1)
-            answer = self.grad_rule(grad, *self.sync_collectives(unit))
+            answer = self.rules.grad_all_reduce(grad, *self.sync_collectives(unit))
             p.grad.copy_(answer[:n].to(p.grad.dtype).view_as(p.grad))
 
     def sync_collectives(self, unit: int) -> tuple[Callable, Callable]:

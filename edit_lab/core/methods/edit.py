@@ -40,7 +40,6 @@ from typing import Any
 
 import torch
 
-from edit_lab import rules
 from edit_lab.core.comm import Handle
 from edit_lab.core.methods.local_sgd import LocalSGDMethod
 from edit_lab.core.penalty import (
@@ -50,7 +49,6 @@ from edit_lab.core.penalty import (
     judge_replicas,
     excluded_from_weights,
     outer_step_skipped,
-    softmax_weights,
     step_scaled_norms,
 )
 from edit_lab.core.sharding import squared_norm
@@ -68,9 +66,6 @@ class EDiTMethod(LocalSGDMethod):
     def __init__(self, cfg, engine) -> None:
         super().__init__(cfg, engine)
         self.penalty: PenaltyConfig = cfg.penalty
-        # the reader's weighting rule (edit_lab.rules), compiled once on every rank, or the library's softmax
-        self.weigh = (rules.weighting(cfg.rules.weighting) if cfg.rules.weighting is not None
-                      else None)
         # every replica's detectors on every rank ([replica][unit]): all fed the same gathered numbers (D11)
         self.detectors: list[list[AnomalyDetector]] = [[self.penalty.new_detector() for _ in range(engine.n_units)]
                                                        for _ in range(self.mesh.replicas)]
@@ -86,10 +81,8 @@ class EDiTMethod(LocalSGDMethod):
         self.pending: dict[int, tuple[Handle, torch.Tensor]] = {}
         self.deltas: dict[int, torch.Tensor] = {}  # Δ of the units not yet issued, from stage 1
         self.join_pending = False  # a replacement (core/survival.py) before its first sync: it syncs with k = 0
-        # the reader's sync order (RunConfig.rules.sync_schedule, edit_lab.rules): per unit, the issues and waits
-        # its pre-forward runs instead of prefetch's; None: prefetch's
-        rule = cfg.rules.sync_schedule
-        self.plan = rules.sync_schedule_plan(rule, engine.n_units) if rule is not None else None
+        # per unit, the issues and waits its pre-forward runs during a sync: prefetch's, or a reader's order
+        self.plan = self.rules.sync_plan(engine.n_units)
 
     # ------------------------------------------------------------ when to sync
     def should_sync(self, step: int) -> bool:
@@ -109,28 +102,15 @@ class EDiTMethod(LocalSGDMethod):
         """During a sync a unit's shard changes in its own pre_unit, so its all-gather must come after it."""
         return not self.syncing
 
-    # region edit-prefetch
     def pre_unit(self, unit: int) -> None:
+        """The issues and waits planned before this unit's all-gather (and after the previous one's), in their
+        order (`Rules.sync_plan`: prefetch's, each unit issued one ahead so it travels while the previous one
+        computes, or a reader's order); every rank runs the same plan, so every group sees the same collectives
+        in the same order. A unit a reader gathers before its wait is gathered with its shard from before the
+        outer step (the wait then runs in a later pre-forward, resetting the shard in place): it runs, and
+        differs from prefetch's run."""
         if not self.syncing:
             return
-        if self.plan is not None:
-            return self.scheduled(unit)
-        if unit not in self.pending:
-            self.issue(unit)
-        if self.cfg.schedule.prefetch and unit + 1 < self.engine.n_units:
-            self.issue(unit + 1)  # in flight while this unit computes
-        self.finish(unit)
-        if unit == self.engine.n_units - 1:
-            self.end_sync()
-    # endregion edit-prefetch
-
-    def scheduled(self, unit: int) -> None:
-        """`pre_unit` with a `sync_schedule_rule`: the issues and waits the reader listed before this unit's
-        all-gather (and after the previous one's), in their order; every rank runs the same plan, so every
-        group sees the same collectives in the same order. A unit gathered before its wait is gathered with
-        its shard from before the outer step (the wait then runs in a later pre-forward, resetting the shard in
-        place): it runs, and differs from prefetch's run."""
-        assert self.plan is not None
         for kind, u in self.plan[unit]:
             if kind == "issue":
                 self.issue(u)
@@ -224,11 +204,7 @@ class EDiTMethod(LocalSGDMethod):
             # a replica that trained no step (A-EDiT's finished one) holds Δ = 0 and stays out of the softmax:
             # its G = 0 beside G ≳ 745·T would take every weight (exp underflows) and leave momentum alone
             anomalous = excluded_from_weights(anomalous, [int(k) for k in self.decisions[:, u, COLUMN.steps].tolist()])
-            if self.weigh is not None:
-                self.weights.append(self.weigh(norms, self.penalty.temperature, anomalous))
-            else:
-                self.weights.append(softmax_weights(norms, self.penalty.temperature, anomalous,
-                                                    enabled=self.penalty.weighting))
+            self.weights.append(self.rules.weighting(norms, self.penalty.temperature, anomalous))
 
     def decide(self, judge: bool) -> None:
         """The anomaly decisions of this sync (`penalty.judge_replicas`) written into the gathered decisions.

@@ -27,6 +27,7 @@ from edit_lab.core.outer import OuterState
 from edit_lab.core.wire import pack, unpack
 from edit_lab.core.wire import spec_of as wire_spec_of
 from edit_lab.protocol import in_warmup, is_anchor_step, is_sync_step
+from edit_lab.rules.rules import torch_sgd
 
 
 def crc(t: torch.Tensor) -> int:
@@ -68,8 +69,9 @@ class LocalSGDMethod(Method):
         """Anchor (a = θ) and outer optimizer from the `outer_*` settings; CO2 brings its own (`CO2Outer`)."""
         cfg = self.cfg
         lr, momentum = (cfg.outer.lr, cfg.outer.momentum) if self.uses_outer_optimizer else (1.0, 0.0)
-        rule = cfg.rules.outer_step if self.uses_outer_optimizer else None  # a reader's step (edit_lab.rules)
-        return OuterState(self.engine.shards, lr, momentum, cfg.outer.nesterov, cfg.schedule.cpu_offload, rule=rule)
+        # a reader's step only where the outer optimizer is configured; plain averaging is torch's SGD at lr 1
+        step = self.rules.outer_step if self.uses_outer_optimizer else torch_sgd(False)
+        return OuterState(self.engine.shards, lr, momentum, cfg.outer.nesterov, cfg.schedule.cpu_offload, step)
 
     def after_backward(self, step: int) -> None:
         if in_warmup(step, self.cfg.schedule.warmup_steps):

@@ -43,7 +43,7 @@ import torch
 from edit_lab.core.comm import Handle
 from edit_lab.core.methods.local_sgd import LocalSGDMethod
 from edit_lab.core.wire import pack, unpack
-from edit_lab.rules import RuleError, fragment_schedule_of
+from edit_lab.rules import RuleError
 from edit_lab.protocol import fragment_units
 
 
@@ -66,7 +66,7 @@ class StreamingDiLoCoMethod(LocalSGDMethod):
         super().__init__(cfg, engine)
         self.fragments = fragment_units(engine.n_units, cfg.streaming.fragments)
         self.delay = cfg.streaming.fragment_sync_delay
-        self.landing = fragment_schedule_of(cfg.rules.fragment_schedule)  # the library's, or the reader's rule
+        self.landing = self.rules.fragment_landing  # the library's, or the reader's rule
         self.alpha = float(cfg.streaming.fragment_update_alpha)
         self.in_flight: InFlight | None = None
         self.fragment_last: list[int] = [cfg.schedule.warmup_steps] * cfg.streaming.fragments  # each fragment's last landing

@@ -94,9 +94,9 @@ def test_unknown_region_lists_the_known_ones():
 
 def test_rendering_names_file_and_lines():
     r = show_code("softmax-weights")
-    assert r.path == "edit_lab/core/penalty.py" and r.module == "edit_lab.core.penalty"
+    assert r.path == "edit_lab/rules/weighting_rule.py" and r.module == "edit_lab.rules.weighting_rule"
     page = r._repr_html_()
-    assert "edit_lab/core/penalty.py" in page and f"lines {r.first_line}–{r.last_line}" in page
+    assert "edit_lab/rules/weighting_rule.py" in page and f"lines {r.first_line}–{r.last_line}" in page
     assert "softmax_weights" in page
     md = r._repr_markdown_()
     assert "```python\ndef softmax_weights(" in md  # dedented: a top-level function is unchanged
