@@ -42,7 +42,8 @@ def draw_deaths(seed: int, replicas: int, steps: int, warmup: int, tau: int, rej
                 most: int = 4) -> list[tuple[int, int]]:
     """The seed's deaths, (replica, step) by step: 2 to `most` of them (fewer where a short run cannot hold that
     many), each any replica at a step after the first
-    sync and at least 2τ before the end, one per step, a replica dying again only once its replacement is surely
+    sync and at least 2τ before the end, more than τ apart (the virtual clock refuses two between the same two
+    syncs), a replica dying again only once its replacement is surely
     back (`rejoin_after` + τ steps after its death), never fewer than half the replicas alive; drawn again until
     the schedule holds (the config's own check, `fault_replica_more`, would refuse it otherwise)."""
     rng = random.Random(seed)
@@ -50,6 +51,8 @@ def draw_deaths(seed: int, replicas: int, steps: int, warmup: int, tau: int, rej
     for n in range(min(rng.randint(2, most), last - first), 0, -1):  # fewer where a short run cannot hold them
         for _ in range(200):
             drawn = [(rng.randrange(replicas), s) for s in sorted(rng.sample(range(first, last), n))]
+            if any(b[1] - a[1] <= tau for a, b in zip(drawn, drawn[1:])):  # the virtual clock's rule (fault_replica_more)
+                continue
             back: dict[int, int] = {}
             for r, s in drawn:
                 if s <= back.get(r, -1) or sum(1 for b in back.values() if b >= s) + 1 > replicas // 2:

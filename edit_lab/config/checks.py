@@ -177,6 +177,12 @@ class RunConfigChecks:
                 return bad(field, f"replica@step with a replica in 0..{self.replicas - 1} and a step in "
                            f"{first}..{self.steps - 1} (got {r}@{s})")
         every = deaths.schedule(self)
+        if self.clock.kind == "virtual" and local:
+            steps = [s for _, s in every]
+            if any(b - a <= self.schedule.sync_interval for a, b in zip(steps, steps[1:])):
+                return bad(field, f"deaths more than sync_interval={self.schedule.sync_interval} steps apart on the "
+                           "virtual clock (two deaths between the same two syncs hang its scheduler: a known bug, "
+                           "docs/edit-method.md §16; real processes run them)")
         if len({s for _, s in every}) < len(every):
             return bad(field, f"one death per step (fault_replica_step={self.trouble.fault_replica_step} and "
                        f"{self.trouble.fault_replica_more!r} share a step)")

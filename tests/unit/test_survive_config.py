@@ -155,6 +155,7 @@ def test_more_deaths_are_scheduled_with_their_lives_and_due_steps():
     ("2@30", dict(survive_min_replicas=2), "survive_min_replicas=2"),  # replica 1 not back before 45: one left
     ("2@35", dict(fault_replica=-1, rejoin_step=-1), "without a first death"),
     ("2@35", dict(survive=False, rejoin_step=-1), "with survive=False"),
+    ("2@24", dict(clock="virtual"), "more than sync_interval=5 steps apart on the virtual clock"),  # one round
 ])
 def test_more_deaths_are_refused_naming_the_field(more, changes, why):
     with pytest.raises(ConfigError) as info:
