@@ -98,23 +98,10 @@ def test_the_library_never_imports_the_course():
 
 
 def oracle_imports(path: Path) -> list[str]:
-    """Every import of edit_oracles in one file, as `line: module`: import statements anywhere (inside functions
-    too) and modules named by string to importlib.import_module, pytest.importorskip or __import__."""
-    import ast
+    """Every import of edit_oracles in one file, by string too (test_tests_apart's `imports_of`)."""
+    from tests.unit.test_tests_apart import imports_of
 
-    found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-        names: list[str] = []
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            names = [node.module or ""]
-        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
-            func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-            if func in ("import_module", "importorskip", "__import__") and isinstance(node.args[0].value, str):
-                names = [node.args[0].value]
-        found += [(node.lineno, n) for n in names if n.split(".")[0] == "edit_oracles"]
-    return [f"{line}: {name}" for line, name in sorted(found)]
+    return imports_of(path, lambda n: n.split(".")[0] == "edit_oracles")
 
 
 def test_the_library_never_imports_the_oracles():

@@ -4,6 +4,7 @@ installed, and the course's tests (anything that imports edit_course) live besid
 from __future__ import annotations
 
 import ast
+from collections.abc import Callable
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -12,10 +13,10 @@ COURSE = ("edit_course", "tests.course")
 IMPORTERS = ("import_module", "importorskip", "__import__")
 
 
-def course_imports(path: Path) -> list[str]:
-    """Every import of the course in one file, as `line: module`: import statements anywhere (inside functions and
-    under TYPE_CHECKING too) and modules named by string to importlib.import_module, pytest.importorskip or
-    __import__."""
+def imports_of(path: Path, wanted: Callable[[str], bool]) -> list[str]:
+    """Every import in one file of a module `wanted` accepts, as `line: module`: import statements anywhere (inside
+    functions and under TYPE_CHECKING too) and modules named by string to importlib.import_module,
+    pytest.importorskip or __import__ (tests/unit/test_layers.py asks it for the oracles)."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         names: list[str] = []
@@ -27,8 +28,13 @@ def course_imports(path: Path) -> list[str]:
             func = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
             if func in IMPORTERS and isinstance(node.args[0].value, str):
                 names = [node.args[0].value]
-        found += [(node.lineno, n) for n in names if n.split(".")[0] == "edit_course" or n.startswith(COURSE[1])]
+        found += [(node.lineno, n) for n in names if wanted(n)]
     return [f"{line}: {name}" for line, name in sorted(found)]
+
+
+def course_imports(path: Path) -> list[str]:
+    """Every import of the course in one file (`imports_of`)."""
+    return imports_of(path, lambda n: n.split(".")[0] == "edit_course" or n.startswith(COURSE[1]))
 
 
 def test_no_library_test_imports_the_course():
